@@ -1,0 +1,61 @@
+#ifndef TESSERA_TILE_ATTRS
+#define TESSERA_TILE_ATTRS
+
+include "mlir/IR/EnumAttr.td"
+include "tessera/compiler/Dialect/Tile/TileDialect.td"
+
+def Tile_GridAxis : I32EnumAttr<"GridAxis", "axis of the launch grid", [
+    I32EnumAttrCase<"x", 0>, I32EnumAttrCase<"y", 1>, I32EnumAttrCase<"z", 2>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_GridAxisAttr : EnumAttr<Tile_Dialect, Tile_GridAxis, "grid_axis">;
+
+def Tile_ReduceKind : I32EnumAttr<"ReduceKind", "reduction along one axis", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>, I32EnumAttrCase<"min", 2>,
+    I32EnumAttrCase<"argmax", 3>, I32EnumAttrCase<"argmin", 4>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_ReduceKindAttr : EnumAttr<Tile_Dialect, Tile_ReduceKind, "reduce_kind">;
+
+def Tile_AtomicKind : I32EnumAttr<"AtomicKind", "read-modify-write operation", [
+    I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"max", 1>, I32EnumAttrCase<"min", 2>,
+    I32EnumAttrCase<"bit_and", 3, "and">, I32EnumAttrCase<"bit_or", 4, "or">,
+    I32EnumAttrCase<"bit_xor", 5, "xor">,
+    I32EnumAttrCase<"xchg", 6>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_AtomicKindAttr : EnumAttr<Tile_Dialect, Tile_AtomicKind, "atomic_kind">;
+
+def Tile_MemSemantic : I32EnumAttr<"MemSemantic", "memory ordering of an atomic", [
+    I32EnumAttrCase<"relaxed", 0>, I32EnumAttrCase<"acquire", 1>,
+    I32EnumAttrCase<"release", 2>, I32EnumAttrCase<"acq_rel", 3>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_MemSemanticAttr : EnumAttr<Tile_Dialect, Tile_MemSemantic, "sem">;
+
+def Tile_MemScope : I32EnumAttr<"MemScope", "set of threads an atomic is ordered with", [
+    I32EnumAttrCase<"cta", 0>, I32EnumAttrCase<"gpu", 1>, I32EnumAttrCase<"sys", 2>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_MemScopeAttr : EnumAttr<Tile_Dialect, Tile_MemScope, "scope">;
+
+def Tile_InputPrecision : I32EnumAttr<"InputPrecision", "precision of fp32 dot inputs", [
+    I32EnumAttrCase<"ieee", 0>, I32EnumAttrCase<"tf32", 1>, I32EnumAttrCase<"tf32x3", 2>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_InputPrecisionAttr : EnumAttr<Tile_Dialect, Tile_InputPrecision, "precision">;
+
+def Tile_Padding : I32EnumAttr<"Padding", "value read outside a block pointer's tensor", [
+    I32EnumAttrCase<"zero", 0>, I32EnumAttrCase<"nan", 1>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_PaddingAttr : EnumAttr<Tile_Dialect, Tile_Padding, "padding">;
+
+#endif // TESSERA_TILE_ATTRS

@@ -1,0 +1,43 @@
+// The `tile` dialect: what a tessera DSL kernel traces into (see TileDialect.td).
+#ifndef TESSERA_COMPILER_DIALECT_TILE_TILEDIALECT_H
+#define TESSERA_COMPILER_DIALECT_TILE_TILEDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "tessera/compiler/Dialect/Tile/TileDialect.h.inc"
+#include "tessera/compiler/Dialect/Tile/TileEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tessera/compiler/Dialect/Tile/TileAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "tessera/compiler/Dialect/Tile/TileTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "tessera/compiler/Dialect/Tile/TileOps.h.inc"
+
+namespace tessera::tile {
+
+/// The type a load through `ptrLike` produces: the pointee for a scalar pointer, a tensor of
+/// the pointee with the same shape for a tile of pointers; null for anything else.
+mlir::Type getPointeeType(mlir::Type ptrLike);
+
+/// i1, or a tensor of i1 with the shape of `type` when it is a tensor.
+mlir::Type getBoolLike(mlir::Type type);
+
+/// Short, readable spelling of a type for error messages: f32, f16[128x64], ptr<f32>[128].
+std::string describe(mlir::Type type);
+
+/// The attribute name that marks a func.func as a tile kernel.
+inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
+
+} // namespace tessera::tile
+
+#endif // TESSERA_COMPILER_DIALECT_TILE_TILEDIALECT_H

@@ -1,0 +1,311 @@
+#ifndef TESSERA_TILE_OPS
+#define TESSERA_TILE_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "tessera/compiler/Dialect/Tile/TileDialect.td"
+include "tessera/compiler/Dialect/Tile/TileTypes.td"
+include "tessera/compiler/Dialect/Tile/TileAttrs.td"
+
+//===----------------------------------------------------------------------===//
+// Grid
+//===----------------------------------------------------------------------===//
+
+def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
+  let summary = "index of this program instance along one grid axis";
+  let description = [{
+    Each program instance computes one set of tiles; its index along `x`, `y` or `z` of the
+    launch grid selects which.
+
+    Example: `%pid = tile.program_id x`
+  }];
+  let arguments = (ins Tile_GridAxisAttr:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict";
+}
+
+def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
+  let summary = "number of program instances along one grid axis";
+  let description = [{
+    Example: `%n = tile.num_programs y`
+  }];
+  let arguments = (ins Tile_GridAxisAttr:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Tile construction and shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Tile_MakeRangeOp : Tile_Op<"make_range", [Pure]> {
+  let summary = "the 1-D tile [start, end) of consecutive i32";
+  let description = [{
+    `end - start` must be a power of two and equal the result's size.
+
+    Example: `%r = tile.make_range 0 to 128 : tensor<128xi32>`
+  }];
+  let arguments = (ins I32Attr:$start, I32Attr:$end);
+  let results = (outs RankedTensorOf<[I32]>:$result);
+  let assemblyFormat = "$start `to` $end attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_SplatOp : Tile_Op<"splat", [Pure]> {
+  let summary = "a tile with every element equal to one scalar";
+  let description = [{
+    Example: `%t = tile.splat %x : f32 -> tensor<64x64xf32>`
+  }];
+  let arguments = (ins AnyTypeOf<[AnySignlessInteger, AnyFloat, Tile_PointerType]>:$src);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tile_BroadcastOp : Tile_Op<"broadcast", [Pure]> {
+  let summary = "repeat a tile along its size-1 dimensions";
+  let description = [{
+    Source and result have the same rank and element type; every source dimension equals
+    the result's or is 1.
+
+    Example: `%b = tile.broadcast %row : tensor<1x64xf32> -> tensor<128x64xf32>`
+  }];
+  let arguments = (ins Tile_Tile:$src);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_ExpandDimsOp : Tile_Op<"expand_dims", [Pure]> {
+  let summary = "insert a dimension of size 1";
+  let description = [{
+    Example: `%c = tile.expand_dims %v {axis = 1 : i32} : tensor<128xf32> -> tensor<128x1xf32>`
+  }];
+  let arguments = (ins Tile_Tile:$src, I32Attr:$axis);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_ReshapeOp : Tile_Op<"reshape", [Pure]> {
+  let summary = "reinterpret a tile's elements, in row-major order, as another shape";
+  let description = [{
+    Example: `%r = tile.reshape %t : tensor<16x8xf16> -> tensor<128xf16>`
+  }];
+  let arguments = (ins Tile_Tile:$src);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_TransOp : Tile_Op<"trans", [Pure]> {
+  let summary = "permute a tile's dimensions";
+  let description = [{
+    Result dimension `i` is source dimension `order[i]`.
+
+    Example: `%kt = tile.trans %k {order = array<i32: 1, 0>} : tensor<64x128xf16> -> tensor<128x64xf16>`
+  }];
+  let arguments = (ins Tile_Tile:$src, DenseI32ArrayAttr:$order);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Pointers and memory
+//===----------------------------------------------------------------------===//
+
+def Tile_AddPtrOp : Tile_Op<"addptr", [Pure, AllTypesMatch<["ptr", "result"]>]> {
+  let summary = "advance pointers by a number of elements";
+  let description = [{
+    Offsets count elements of the pointee type. A scalar pointer takes a scalar offset; a
+    tile of pointers takes a tile of offsets of the same shape.
+
+    Example: `%p = tile.addptr %base, %offs : tensor<128x!tile.ptr<f32>>, tensor<128xi32>`
+  }];
+  let arguments = (ins Tile_PtrLike:$ptr, Tile_IntLike:$offset);
+  let results = (outs Tile_PtrLike:$result);
+  let assemblyFormat = "$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_LoadOp : Tile_Op<"load", [AttrSizedOperandSegments, MemoryEffects<[MemRead]>]> {
+  let summary = "load the elements a tile of pointers points to, where a mask allows";
+  let description = [{
+    Lanes whose `mask` is false do not touch memory and produce `other` (undefined when
+    `other` is absent). `other` requires `mask`. The result has the pointee type and the
+    shape of `ptr`; `mask` is i1 of that shape and `other` has the result's type.
+
+    Example: `%x = tile.load %p, %m, %zero : tensor<128x!tile.ptr<f32>>`
+  }];
+  let arguments = (ins Tile_PtrLike:$ptr, Optional<Tile_BoolLike>:$mask,
+                       Optional<AnyType>:$other);
+  let results = (outs AnyType:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$ptr, "::mlir::Value":$mask, "::mlir::Value":$other)>
+  ];
+}
+
+def Tile_StoreOp : Tile_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "store a tile through a tile of pointers, where a mask allows";
+  let description = [{
+    Example: `tile.store %p, %x, %m : tensor<128x!tile.ptr<f32>>`
+  }];
+  let arguments = (ins Tile_PtrLike:$ptr, AnyType:$value, Optional<Tile_BoolLike>:$mask);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_AtomicRMWOp : Tile_Op<"atomic_rmw", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "atomic read-modify-write through a tile of pointers; returns the old values";
+  let description = [{
+    `add`, `max`, `min` and `xchg` take integers or floats; `and`, `or`, `xor` integers only.
+    Masked-off lanes do not touch memory.
+
+    Example: `%old = tile.atomic_rmw add, %p, %x, %m {sem = acq_rel, scope = gpu} : tensor<128x!tile.ptr<f32>>`
+  }];
+  let arguments = (ins Tile_AtomicKindAttr:$kind, Tile_PtrLike:$ptr, AnyType:$value,
+                       Optional<Tile_BoolLike>:$mask,
+                       DefaultValuedAttr<Tile_MemSemanticAttr,
+                                         "::tessera::tile::MemSemantic::acq_rel">:$sem,
+                       DefaultValuedAttr<Tile_MemScopeAttr,
+                                         "::tessera::tile::MemScope::gpu">:$scope);
+  let results = (outs AnyType:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Block pointers (2-D tiles of strided tensors; the TMA path)
+//===----------------------------------------------------------------------===//
+
+def Tile_MakeBlockPtrOp : Tile_Op<"make_block_ptr", [Pure, AttrSizedOperandSegments]> {
+  let summary = "pointer to a block of a strided tensor in global memory";
+  let description = [{
+    `shape` and `strides` (in elements, i64) describe the whole tensor, `offsets` (i32)
+    the block's first element; the block shape is the result type's. `order` lists the
+    dimensions from fastest- to slowest-varying in memory.
+
+    Example:
+    ```mlir
+    %bp = tile.make_block_ptr %k, [%n, %d], [%sn, %c1], [%start, %c0] {order = array<i32: 1, 0>}
+        : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x128xf16>>
+    ```
+  }];
+  let arguments = (ins Tile_PointerType:$base, Variadic<I64>:$shape, Variadic<I64>:$strides,
+                       Variadic<I32>:$offsets, DenseI32ArrayAttr:$order);
+  let results = (outs Tile_BlockPointerType:$result);
+  let assemblyFormat = [{
+    $base `,` `[` $shape `]` `,` `[` $strides `]` `,` `[` $offsets `]` attr-dict
+    `:` type($base) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_AdvanceOp : Tile_Op<"advance", [Pure, AllTypesMatch<["ptr", "result"]>]> {
+  let summary = "move a block pointer by a number of elements per dimension";
+  let description = [{
+    Example: `%next = tile.advance %bp, [%c64, %c0] : !tile.block_ptr<tensor<64x128xf16>>`
+  }];
+  let arguments = (ins Tile_BlockPointerType:$ptr, Variadic<I32>:$offsets);
+  let results = (outs Tile_BlockPointerType:$result);
+  let assemblyFormat = "$ptr `,` `[` $offsets `]` attr-dict `:` type($ptr)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_BlockLoadOp : Tile_Op<"block_load", [MemoryEffects<[MemRead]>]> {
+  let summary = "load the block a block pointer points to";
+  let description = [{
+    Dimensions listed in `boundary_check` are checked against the tensor's shape; elements
+    outside read as `padding`. Unchecked dimensions must be in bounds.
+
+    Example:
+    `%t = tile.block_load %bp {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16>`
+  }];
+  let arguments = (ins Tile_BlockPointerType:$ptr, DenseI32ArrayAttr:$boundaryCheck,
+                       DefaultValuedAttr<Tile_PaddingAttr, "::tessera::tile::Padding::zero">:$padding);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$ptr attr-dict `:` type($ptr) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_BlockStoreOp : Tile_Op<"block_store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "store a tile to the block a block pointer points to";
+  let description = [{
+    Elements outside the tensor in a dimension listed in `boundary_check` are not written.
+
+    Example:
+    `tile.block_store %bp, %o {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x128xf16>>, tensor<64x128xf16>`
+  }];
+  let arguments = (ins Tile_BlockPointerType:$ptr, Tile_Tile:$value,
+                       DenseI32ArrayAttr:$boundaryCheck);
+  let assemblyFormat = "$ptr `,` $value attr-dict `:` type($ptr) `,` type($value)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+def Tile_DotOp : Tile_Op<"dot", [Pure, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "matrix product with accumulator: result = a @ b + acc";
+  let description = [{
+    `a` is MxK, `b` is KxN, `acc` and the result MxN, every dimension at least 16.
+    Accepted inputs -> accumulator: f16 -> f32 or f16, bf16 -> f32, f32 -> f32 (with
+    `input_precision` ieee, tf32 or tf32x3), i8 -> i32. `input_precision` other than ieee
+    is only meaningful for f32 inputs.
+
+    Example:
+    `%c = tile.dot %a, %b, %acc : tensor<128x64xf16> * tensor<64x128xf16> -> tensor<128x128xf32>`
+  }];
+  let arguments = (ins Tile_Tile:$a, Tile_Tile:$b, Tile_Tile:$acc,
+                       DefaultValuedAttr<Tile_InputPrecisionAttr,
+                                         "::tessera::tile::InputPrecision::ieee">:$inputPrecision);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$a `,` $b `,` $acc attr-dict `:` type($a) `*` type($b) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
+  let summary = "reduce a tile along one axis";
+  let description = [{
+    `sum`, `max` and `min` keep the element type; `argmax` and `argmin` return i32 indices
+    (the first index on ties). `max`/`min` of floats propagate NaN. Reducing a 1-D tile gives
+    a scalar.
+
+    Example: `%m = tile.reduce max %s {axis = 1 : i32} : tensor<128x64xf32> -> tensor<128xf32>`
+  }];
+  let arguments = (ins Tile_Tile:$src, Tile_ReduceKindAttr:$kind, I32Attr:$axis);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$kind $src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Tile_PrintOp : Tile_Op<"print", [MemoryEffects<[MemWrite]>]> {
+  let summary = "print scalars and tiles from the device (debugging)";
+  let description = [{
+    Example: `tile.print "row max " %m : tensor<128xf32>`
+  }];
+  let arguments = (ins StrAttr:$prefix, Variadic<Tile_Value>:$args);
+  let assemblyFormat = "$prefix attr-dict ($args^ `:` type($args))?";
+}
+
+#endif // TESSERA_TILE_OPS

@@ -1,0 +1,96 @@
+// The tile dialect: registration, types, and the type helpers shared by ops and the DSL.
+#include "tessera/compiler/Dialect/Tile/TileDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace tessera::tile;
+
+#include "tessera/compiler/Dialect/Tile/TileDialect.cpp.inc"
+#include "tessera/compiler/Dialect/Tile/TileEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tessera/compiler/Dialect/Tile/TileAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "tessera/compiler/Dialect/Tile/TileTypes.cpp.inc"
+
+void TileDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "tessera/compiler/Dialect/Tile/TileTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "tessera/compiler/Dialect/Tile/TileAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "tessera/compiler/Dialect/Tile/TileOps.cpp.inc"
+      >();
+}
+
+Operation *TileDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                            Location loc) {
+  return arith::ConstantOp::materialize(builder, value, type, loc);
+}
+
+LogicalResult PointerType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  Type pointee) {
+  if (!pointee.isIntOrFloat())
+    return emitError() << "tile.ptr points to integers or floats, not " << pointee;
+  return success();
+}
+
+LogicalResult BlockPointerType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                       RankedTensorType blockType) {
+  if (!blockType.getElementType().isIntOrFloat())
+    return emitError() << "tile.block_ptr blocks hold integers or floats, not "
+                       << blockType.getElementType();
+  return success();
+}
+
+namespace tessera::tile {
+
+Type getPointeeType(Type ptrLike) {
+  if (auto ptr = dyn_cast<PointerType>(ptrLike))
+    return ptr.getPointeeType();
+  if (auto tensor = dyn_cast<RankedTensorType>(ptrLike))
+    if (auto ptr = dyn_cast<PointerType>(tensor.getElementType()))
+      return tensor.clone(ptr.getPointeeType());
+  return {};
+}
+
+Type getBoolLike(Type type) {
+  auto i1 = IntegerType::get(type.getContext(), 1);
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return tensor.clone(i1);
+  return i1;
+}
+
+std::string describe(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto element = [&os](Type t) {
+    if (auto ptr = dyn_cast<PointerType>(t))
+      os << "ptr<" << ptr.getPointeeType() << ">";
+    else
+      os << t;
+  };
+  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    element(tensor.getElementType());
+    os << "[";
+    llvm::interleave(tensor.getShape(), os, "x");
+    os << "]";
+  } else if (auto block = dyn_cast<BlockPointerType>(type)) {
+    os << "block_ptr<" << describe(block.getBlockType()) << ">";
+  } else {
+    element(type);
+  }
+  return text;
+}
+
+} // namespace tessera::tile

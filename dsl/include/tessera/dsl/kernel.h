@@ -1,0 +1,136 @@
+// Kernels: a C++ lambda over tiles, traced into the tile dialect per configuration.
+#ifndef TESSERA_DSL_KERNEL_H
+#define TESSERA_DSL_KERNEL_H
+
+#include "tessera/dsl/tile.h"
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tessera::dsl {
+
+/// Compile-time meta parameters of one kernel specialization (BLOCK sizes, CAUSAL, ...),
+/// read while tracing: `const int B = cfg["BLOCK"];`.
+class Config {
+public:
+  Config() = default;
+  Config(std::initializer_list<std::pair<const std::string, int64_t>> values)
+      : values_(values) {}
+
+  /// The value of `name`; throws tessera::Error naming the missing parameter.
+  int64_t operator[](const std::string &name) const;
+  int64_t get(const std::string &name, int64_t fallback) const;
+  bool has(const std::string &name) const { return values_.count(name) != 0; }
+  void set(const std::string &name, int64_t value) { values_[name] = value; }
+  const std::map<std::string, int64_t> &values() const { return values_; }
+  /// "{BLOCK=1024, CAUSAL=1}"
+  std::string str() const;
+
+private:
+  std::map<std::string, int64_t> values_;
+};
+
+/// One kernel argument: a pointer to `dtype` or a scalar of `dtype`.
+struct ArgSpec {
+  bool pointer = false;
+  DType dtype = DType::i32;
+  std::string str() const; // "ptr<f16>", "i32"
+};
+
+/// The traced IR of one kernel specialization (owns its MLIR context).
+class TracedKernel {
+public:
+  struct Impl;
+  explicit TracedKernel(std::unique_ptr<Impl> impl);
+  TracedKernel(TracedKernel &&) noexcept;
+  TracedKernel &operator=(TracedKernel &&) noexcept;
+  ~TracedKernel();
+
+  const std::string &name() const;
+  /// The module in MLIR's textual form.
+  std::string str() const;
+  Impl &impl() const { return *impl_; }
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Kernel {
+public:
+  using Body = std::function<void(const std::vector<Tile> &args, const Config &config)>;
+  /// `name` must be a C identifier: it names the GPU function.
+  Kernel(std::string name, std::vector<ArgSpec> signature, Body body);
+
+  const std::string &name() const { return name_; }
+  const std::vector<ArgSpec> &signature() const { return signature_; }
+  /// Trace the body for `config` into a verified tile-dialect module.
+  TracedKernel trace(const Config &config = {}) const;
+
+private:
+  std::string name_;
+  std::vector<ArgSpec> signature_;
+  Body body_;
+};
+
+namespace detail {
+template <typename T> struct LambdaTraits : LambdaTraits<decltype(&T::operator())> {};
+template <typename C, typename R, typename... Args> struct LambdaTraits<R (C::*)(Args...) const> {
+  using ArgTuple = std::tuple<std::decay_t<Args>...>;
+};
+template <typename C, typename R, typename... Args> struct LambdaTraits<R (C::*)(Args...)> {
+  using ArgTuple = std::tuple<std::decay_t<Args>...>;
+};
+
+template <typename Tuple> struct EndsWithConfig : std::false_type {};
+template <typename... A>
+struct EndsWithConfig<std::tuple<A...>>
+    : std::is_same<Config, std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>> {};
+template <> struct EndsWithConfig<std::tuple<>> : std::false_type {};
+
+template <typename Tuple, size_t... I>
+std::tuple<std::tuple_element_t<I, Tuple>...> take(std::index_sequence<I...>);
+template <typename Tuple, size_t N>
+using TakeFirst = decltype(take<Tuple>(std::make_index_sequence<N>{}));
+
+template <bool WithConfig, typename... A, typename F, size_t... I>
+void call_body(F &body, const std::vector<Tile> &tiles, const Config &config,
+               std::index_sequence<I...>) {
+  if constexpr (WithConfig)
+    body(A(tiles[I])..., config);
+  else
+    body(A(tiles[I])...);
+}
+
+template <bool WithConfig, typename F, typename... A>
+Kernel make_kernel(std::string name, F body, std::tuple<A...> *) {
+  static_assert(((std::is_base_of_v<Tile, A> && !std::is_same_v<A, Tile>) && ...),
+                "kernel arguments must be Ptr<T>, Int, Long, Float or Scalar<T>, optionally "
+                "followed by const Config&");
+  std::vector<ArgSpec> signature{ArgSpec{A::pointer, A::element}...};
+  return Kernel(std::move(name), std::move(signature),
+                [body](const std::vector<Tile> &tiles, const Config &config) mutable {
+                  call_body<WithConfig, A...>(body, tiles, config, std::index_sequence_for<A...>{});
+                });
+}
+} // namespace detail
+
+/// Define a kernel from a lambda `[](Ptr<f32> x, Int n, ..., const Config& cfg) {...}`.
+template <typename F> Kernel kernel(std::string name, F body) {
+  using All = typename detail::LambdaTraits<F>::ArgTuple;
+  constexpr bool with_config = detail::EndsWithConfig<All>::value;
+  using Args = detail::TakeFirst<All, std::tuple_size_v<All> - (with_config ? 1 : 0)>;
+  return detail::make_kernel<with_config>(std::move(name), std::move(body),
+                                          static_cast<Args *>(nullptr));
+}
+
+} // namespace tessera::dsl
+
+#endif // TESSERA_DSL_KERNEL_H

@@ -1,0 +1,53 @@
+// C = epilogue(A @ B): blocked matmul with grouped program order (L2 reuse) and masked tails.
+#ifndef TESSERA_EXAMPLES_MATMUL_H
+#define TESSERA_EXAMPLES_MATMUL_H
+
+#include <tessera/dsl.h>
+
+#include <functional>
+
+namespace tessera::examples {
+
+/// Meta parameters: BLOCK_M, BLOCK_N, BLOCK_K (each >= 16), GROUP_M (default 8).
+/// Grid: cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N). `epilogue` maps the f32 accumulator tile
+/// (e.g. an activation) before it is converted to T and stored.
+template <typename T>
+dsl::Kernel matmul(std::function<dsl::Tile(dsl::Tile)> epilogue = {}) {
+  using namespace tessera::dsl;
+  return kernel("matmul", [epilogue](Ptr<T> a, Ptr<T> b, Ptr<T> c, Int M, Int N, Int K,
+                                     Int stride_am, Int stride_ak, Int stride_bk, Int stride_bn,
+                                     Int stride_cm, Int stride_cn, const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], bk = cfg["BLOCK_K"];
+    const int64_t group = cfg.get("GROUP_M", 8);
+
+    // Programs walk GROUP_M block-rows together so that the B blocks they share stay in L2.
+    Tile pid = program_id(0);
+    Tile blocks_m = cdiv(M, bm), blocks_n = cdiv(N, bn);
+    Tile per_group = blocks_n * group;
+    Tile first_m = pid / per_group * group;
+    Tile group_rows = minimum(blocks_m - first_m, group);
+    Tile pid_m = first_m + pid % per_group % group_rows;
+    Tile pid_n = pid % per_group / group_rows;
+
+    Tile rows = expand_dims(pid_m * bm + arange(0, bm), 1); // [bm, 1]
+    Tile cols = expand_dims(pid_n * bn + arange(0, bn), 0); // [1, bn]
+    Tile ks = arange(0, bk);
+    Tile a_ptrs = a + rows * stride_am + expand_dims(ks, 0) * stride_ak;
+    Tile b_ptrs = b + expand_dims(ks, 1) * stride_bk + cols * stride_bn;
+    Tile acc = zeros({bm, bn}, DType::f32);
+    for_range(0, K, bk, {acc, a_ptrs, b_ptrs}, [&](Tile k) {
+      Tile a_tile = load(a_ptrs, rows < M && expand_dims(ks, 0) + k < K, 0);
+      Tile b_tile = load(b_ptrs, expand_dims(ks, 1) + k < K && cols < N, 0);
+      acc = dot(a_tile, b_tile, acc);
+      a_ptrs += bk * stride_ak;
+      b_ptrs += bk * stride_bk;
+    });
+    if (epilogue)
+      acc = epilogue(acc);
+    store(c + rows * stride_cm + cols * stride_cn, cast<T>(acc), rows < M && cols < N);
+  });
+}
+
+} // namespace tessera::examples
+
+#endif // TESSERA_EXAMPLES_MATMUL_H
