@@ -43,6 +43,16 @@ Type withShape(Type element, const Shape &shape) {
   return mlir::RankedTensorType::get(shape, element);
 }
 
+/// The shape of a tile (a block pointer's block shape), checked against the active trace.
+Shape tileShape(const Tile &x, const char *op) {
+  if (x.is_literal())
+    return {};
+  Type type = typeOf(x, op);
+  if (auto block = mlir::dyn_cast<tile::BlockPointerType>(type))
+    return Shape(block.getBlockType().getShape());
+  return shapeOf(type);
+}
+
 bool isFloat(Type type) { return mlir::isa<mlir::FloatType>(type); }
 bool isPointer(Type type) { return mlir::isa<tile::PointerType>(elementOf(type)); }
 
@@ -64,7 +74,7 @@ Shape broadcastShapes(const char *op, const std::vector<const Tile *> &tiles) {
   size_t rank = 0;
   std::vector<Shape> shapes;
   for (const Tile *x : tiles) {
-    shapes.push_back(x->shape());
+    shapes.push_back(tileShape(*x, op));
     rank = std::max(rank, shapes.back().size());
   }
   Shape out(rank, 1);
@@ -88,6 +98,18 @@ Shape broadcastShapes(const char *op, const std::vector<const Tile *> &tiles) {
 }
 
 /// A literal as a constant of `element`, repeated to `shape`.
+/// Numpy broadcasting of `x` to exactly `shape`, or an error naming both.
+void requireBroadcastable(const char *op, const Tile &x, const Shape &shape) {
+  Shape own = tileShape(x, op);
+  bool ok = own.size() <= shape.size();
+  for (size_t i = 0; ok && i < own.size(); ++i) {
+    int64_t dim = own[own.size() - 1 - i];
+    ok = dim == 1 || dim == shape[shape.size() - 1 - i];
+  }
+  if (!ok)
+    throw Error(err(op, "cannot broadcast " + x.str() + " to " + join(shape)));
+}
+
 Value constant(Tracer &t, const Tile &literal, Type element, const Shape &shape, const char *op) {
   mlir::TypedAttr scalar;
   if (isFloat(element)) {
@@ -521,7 +543,7 @@ Tile arange(int64_t start, int64_t end) {
 Tile full(const Shape &shape, const Tile &value, DType dtype) {
   Tracer &t = Tracer::current("full");
   requirePowerOfTwo("full", shape);
-  if (!value.is_literal() && value.rank() != 0)
+  if (!value.is_literal() && !tileShape(value, "full").empty())
     throw Error(err("full", "the fill value must be a scalar, got " + value.str()));
   if (!value.is_literal() && (isPointerTile(value, "full") || isBlockPointerTile(value, "full")))
     return t.wrap(broadcastValue(t, t.get(value, "full"), shape, "full"));
@@ -547,14 +569,7 @@ Tile splat(const Tile &scalar, const Shape &shape) { return full(shape, scalar);
 Tile broadcast_to(const Tile &x, const Shape &shape) {
   Tracer &t = Tracer::current("broadcast_to");
   requirePowerOfTwo("broadcast_to", shape);
-  Shape own = x.shape();
-  bool ok = own.size() <= shape.size();
-  for (size_t i = 0; ok && i < own.size(); ++i) {
-    int64_t dim = own[own.size() - 1 - i];
-    ok = dim == 1 || dim == shape[shape.size() - 1 - i];
-  }
-  if (!ok)
-    throw Error(err("broadcast_to", "cannot broadcast " + x.str() + " to " + join(shape)));
+  requireBroadcastable("broadcast_to", x, shape);
   if (x.is_literal())
     return t.wrap(constant(t, x, literalType(x, t.builder.getContext()), shape, "broadcast_to"));
   return t.wrap(broadcastValue(t, t.get(x, "broadcast_to"), shape, "broadcast_to"));
@@ -621,7 +636,7 @@ Tile permute(const Tile &x, const std::vector<int> &order) {
 }
 
 Tile trans(const Tile &x) {
-  if (x.rank() != 2)
+  if (tileShape(x, "trans").size() != 2)
     throw Error(err("trans", "needs a 2-D tile, got " + x.str() + " (use permute for other ranks)"));
   return permute(x, {1, 0});
 }
@@ -658,7 +673,7 @@ Tile erf(const Tile &x) { return floatUnary<math::ErfOp>("erf", x); }
 Tile abs(const Tile &x) {
   Tracer &t = Tracer::current("abs");
   if (!x.is_literal() && !isFloat(elementOf(typeOf(x, "abs")))) {
-    if (isPointerTile(x, "abs") || isBlockPointerTile(x, "abs") || x.dtype() == DType::i1)
+    if (isPointerTile(x, "abs") || isBlockPointerTile(x, "abs") || elementOf(typeOf(x, "abs")).isInteger(1))
       throw Error(err("abs", "needs numbers, got " + x.str()));
     return t.wrap(t.make<math::AbsIOp>("abs", t.get(x, "abs")));
   }
@@ -730,6 +745,12 @@ Tile dot(const Tile &a, const Tile &b, const Tile &acc, Precision precision) {
     vacc = t.get(acc, op);
     if (shapeOf(vacc.getType()) != shape)
       throw Error(err(op, "acc " + acc.str() + " is not " + join(shape) + " for " + both(a, b)));
+    Type out = elementOf(vacc.getType());
+    bool accumulates = ((in.isF16() || in.isBF16() || in.isF32()) && out.isF32()) ||
+                       (in.isF16() && out.isF16()) || (in.isInteger(8) && out.isInteger(32));
+    if (!accumulates)
+      throw Error(err(op, "acc " + acc.str() + " cannot accumulate " + both(a, b) +
+                              " (f32 for f16/bf16/f32, also f16 for f16, i32 for i8)"));
   }
   return t.wrap(t.make<tile::DotOp>(
       op, vacc.getType(), va, vb, vacc,
@@ -789,8 +810,7 @@ void store(const Tile &ptr, const Tile &value, const Tile &mask) {
     auto block = mlir::cast<tile::BlockPointerType>(p.getType()).getBlockType();
     if (!value.is_literal() && elementOf(typeOf(value, op)) != block.getElementType())
       throw Error(err(op, "value " + value.str() + " does not match the block of " + ptr.str()));
-    if (!value.is_literal() && value.rank() > block.getRank())
-      throw Error(err(op, "value " + value.str() + " is larger than the block of " + ptr.str()));
+    requireBroadcastable(op, value, Shape(block.getShape()));
     Value v = coerce(t, value, block.getElementType(), Shape(block.getShape()), op);
     t.make<tile::BlockStoreOp>(op, p, v, i32Array(t, allDims(block.getRank())));
     return;
@@ -843,7 +863,7 @@ Tile make_block_ptr(const Tile &base, const std::vector<Tile> &shape,
                     const Shape &block_shape, const std::vector<int> &order) {
   const char *op = "make_block_ptr";
   Tracer &t = Tracer::current(op);
-  if (!isPointerTile(base, op) || base.rank() != 0)
+  if (!isPointerTile(base, op) || !tileShape(base, op).empty())
     throw Error(err(op, "the base must be a scalar pointer, got " + base.str()));
   requirePowerOfTwo(op, block_shape);
   size_t rank = block_shape.size();

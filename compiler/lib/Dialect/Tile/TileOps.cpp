@@ -13,6 +13,28 @@
 using namespace mlir;
 using namespace tessera::tile;
 
+namespace {
+
+/// custom<Keyword>($attr): an enum attribute written as its bare keyword (`max`, `x`).
+template <typename AttrT> ParseResult parseKeyword(OpAsmParser &parser, AttrT &attr) {
+  using EnumT = decltype(attr.getValue());
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
+  if (!value)
+    return parser.emitError(loc) << "unknown keyword '" << keyword << "'";
+  attr = AttrT::get(parser.getContext(), *value);
+  return success();
+}
+
+template <typename AttrT> void printKeyword(OpAsmPrinter &p, Operation *, AttrT attr) {
+  p << stringifyEnum(attr.getValue());
+}
+
+} // namespace
+
 #define GET_OP_CLASSES
 #include "tessera/compiler/Dialect/Tile/TileOps.cpp.inc"
 
@@ -117,20 +139,6 @@ ParseResult parsePointerAccess(OpAsmParser &parser, OperationState &result,
                                  << " operands, got " << operands.size();
   types.resize(operands.size());
   return parser.resolveOperands(operands, types, loc, result.operands);
-}
-
-/// Parses `keyword ,` naming a case of EnumT.
-template <typename EnumT>
-ParseResult parseEnumKeyword(OpAsmParser &parser, StringRef what, EnumT &slot) {
-  StringRef keyword;
-  SMLoc loc = parser.getCurrentLocation();
-  if (parser.parseKeyword(&keyword) || parser.parseComma())
-    return failure();
-  std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
-  if (!value)
-    return parser.emitError(loc) << "unknown " << what << " '" << keyword << "'";
-  slot = *value;
-  return success();
 }
 
 void printPointerAccess(OpAsmPrinter &p, Operation *op, ValueRange operands,
@@ -445,18 +453,11 @@ void StoreOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContex
 }
 
 ParseResult AtomicRMWOp::parse(OpAsmParser &parser, OperationState &result) {
-  AtomicKind kind = AtomicKind::add;
-  MemSemantic sem = MemSemantic::acq_rel;
-  MemScope scope = MemScope::gpu;
-  if (parseEnumKeyword(parser, "atomic kind", kind) ||
-      parseEnumKeyword(parser, "memory semantic", sem) ||
-      parseEnumKeyword(parser, "memory scope", scope))
-    return failure();
-  MLIRContext *ctx = parser.getContext();
   auto &props = result.getOrAddProperties<Properties>();
-  props.kind = AtomicKindAttr::get(ctx, kind);
-  props.sem = MemSemanticAttr::get(ctx, sem);
-  props.scope = MemScopeAttr::get(ctx, scope);
+  if (parseKeyword(parser, props.kind) || parser.parseComma() ||
+      parseKeyword(parser, props.sem) || parser.parseComma() ||
+      parseKeyword(parser, props.scope) || parser.parseComma())
+    return failure();
   Type ptrType;
   auto types = [](Type ptr) {
     return SmallVector<Type>{ptr, getPointeeType(ptr), getBoolLike(ptr)};

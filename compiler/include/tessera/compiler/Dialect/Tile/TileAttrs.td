@@ -27,7 +27,10 @@ def Tile_AtomicKind : I32EnumAttr<"AtomicKind", "read-modify-write operation", [
   let cppNamespace = "::tessera::tile";
   let genSpecializedAttr = 0;
 }
-def Tile_AtomicKindAttr : EnumAttr<Tile_Dialect, Tile_AtomicKind, "atomic_kind">;
+def Tile_AtomicKindAttr : EnumAttr<Tile_Dialect, Tile_AtomicKind, "atomic_kind"> {
+  // Appears in the generic form: #tile.atomic_kind<...>.
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tile_MemSemantic : I32EnumAttr<"MemSemantic", "memory ordering of an atomic", [
     I32EnumAttrCase<"relaxed", 0>, I32EnumAttrCase<"acquire", 1>,
@@ -35,27 +38,39 @@ def Tile_MemSemantic : I32EnumAttr<"MemSemantic", "memory ordering of an atomic"
   let cppNamespace = "::tessera::tile";
   let genSpecializedAttr = 0;
 }
-def Tile_MemSemanticAttr : EnumAttr<Tile_Dialect, Tile_MemSemantic, "sem">;
+def Tile_MemSemanticAttr : EnumAttr<Tile_Dialect, Tile_MemSemantic, "sem"> {
+  // Appears in the generic form: #tile.sem<...>.
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tile_MemScope : I32EnumAttr<"MemScope", "set of threads an atomic is ordered with", [
     I32EnumAttrCase<"cta", 0>, I32EnumAttrCase<"gpu", 1>, I32EnumAttrCase<"sys", 2>]> {
   let cppNamespace = "::tessera::tile";
   let genSpecializedAttr = 0;
 }
-def Tile_MemScopeAttr : EnumAttr<Tile_Dialect, Tile_MemScope, "scope">;
+def Tile_MemScopeAttr : EnumAttr<Tile_Dialect, Tile_MemScope, "scope"> {
+  // Appears in the generic form: #tile.scope<...>.
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tile_InputPrecision : I32EnumAttr<"InputPrecision", "precision of fp32 dot inputs", [
     I32EnumAttrCase<"ieee", 0>, I32EnumAttrCase<"tf32", 1>, I32EnumAttrCase<"tf32x3", 2>]> {
   let cppNamespace = "::tessera::tile";
   let genSpecializedAttr = 0;
 }
-def Tile_InputPrecisionAttr : EnumAttr<Tile_Dialect, Tile_InputPrecision, "precision">;
+def Tile_InputPrecisionAttr : EnumAttr<Tile_Dialect, Tile_InputPrecision, "precision"> {
+  // Appears in attribute dictionaries: #tile.precision<...>.
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tile_Padding : I32EnumAttr<"Padding", "value read outside a block pointer's tensor", [
     I32EnumAttrCase<"zero", 0>, I32EnumAttrCase<"nan", 1>]> {
   let cppNamespace = "::tessera::tile";
   let genSpecializedAttr = 0;
 }
-def Tile_PaddingAttr : EnumAttr<Tile_Dialect, Tile_Padding, "padding">;
+def Tile_PaddingAttr : EnumAttr<Tile_Dialect, Tile_Padding, "padding"> {
+  // Appears in attribute dictionaries: #tile.padding<...>.
+  let assemblyFormat = "`<` $value `>`";
+}
 
 #endif // TESSERA_TILE_ATTRS

@@ -21,7 +21,7 @@ def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
   }];
   let arguments = (ins Tile_GridAxisAttr:$axis);
   let results = (outs I32:$result);
-  let assemblyFormat = "$axis attr-dict";
+  let assemblyFormat = "custom<Keyword>($axis) attr-dict";
 }
 
 def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
@@ -31,7 +31,7 @@ def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
   }];
   let arguments = (ins Tile_GridAxisAttr:$axis);
   let results = (outs I32:$result);
-  let assemblyFormat = "$axis attr-dict";
+  let assemblyFormat = "custom<Keyword>($axis) attr-dict";
 }
 
 //===----------------------------------------------------------------------===//
@@ -212,7 +212,7 @@ def Tile_MakeBlockPtrOp : Tile_Op<"make_block_ptr", [Pure, AttrSizedOperandSegme
   let results = (outs Tile_BlockPointerType:$result);
   let assemblyFormat = [{
     $base `,` `[` $shape `]` `,` `[` $strides `]` `,` `[` $offsets `]` attr-dict
-    `:` type($base) `->` type($result)
+    `:` qualified(type($base)) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
 }
@@ -224,7 +224,7 @@ def Tile_AdvanceOp : Tile_Op<"advance", [Pure, AllTypesMatch<["ptr", "result"]>]
   }];
   let arguments = (ins Tile_BlockPointerType:$ptr, Variadic<I32>:$offsets);
   let results = (outs Tile_BlockPointerType:$result);
-  let assemblyFormat = "$ptr `,` `[` $offsets `]` attr-dict `:` type($ptr)";
+  let assemblyFormat = "$ptr `,` `[` $offsets `]` attr-dict `:` qualified(type($ptr))";
   let hasVerifier = 1;
   let hasFolder = 1;
   let hasCanonicalizer = 1;
@@ -239,10 +239,10 @@ def Tile_BlockLoadOp : Tile_Op<"block_load", [MemoryEffects<[MemRead]>]> {
     Example:
     `%t = tile.block_load %bp {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16>`
   }];
-  let arguments = (ins Tile_BlockPointerType:$ptr, DenseI32ArrayAttr:$boundaryCheck,
+  let arguments = (ins Tile_BlockPointerType:$ptr, DenseI32ArrayAttr:$boundary_check,
                        DefaultValuedAttr<Tile_PaddingAttr, "::tessera::tile::Padding::zero">:$padding);
   let results = (outs Tile_Tile:$result);
-  let assemblyFormat = "$ptr attr-dict `:` type($ptr) `->` type($result)";
+  let assemblyFormat = "$ptr attr-dict `:` qualified(type($ptr)) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -255,8 +255,8 @@ def Tile_BlockStoreOp : Tile_Op<"block_store", [MemoryEffects<[MemWrite]>]> {
     `tile.block_store %bp, %o {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x128xf16>>, tensor<64x128xf16>`
   }];
   let arguments = (ins Tile_BlockPointerType:$ptr, Tile_Tile:$value,
-                       DenseI32ArrayAttr:$boundaryCheck);
-  let assemblyFormat = "$ptr `,` $value attr-dict `:` type($ptr) `,` type($value)";
+                       DenseI32ArrayAttr:$boundary_check);
+  let assemblyFormat = "$ptr `,` $value attr-dict `:` qualified(type($ptr)) `,` type($value)";
   let hasVerifier = 1;
 }
 
@@ -277,7 +277,7 @@ def Tile_DotOp : Tile_Op<"dot", [Pure, AllTypesMatch<["acc", "result"]>]> {
   }];
   let arguments = (ins Tile_Tile:$a, Tile_Tile:$b, Tile_Tile:$acc,
                        DefaultValuedAttr<Tile_InputPrecisionAttr,
-                                         "::tessera::tile::InputPrecision::ieee">:$inputPrecision);
+                                         "::tessera::tile::InputPrecision::ieee">:$input_precision);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = "$a `,` $b `,` $acc attr-dict `:` type($a) `*` type($b) `->` type($result)";
   let hasVerifier = 1;
@@ -294,7 +294,7 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
   }];
   let arguments = (ins Tile_Tile:$src, Tile_ReduceKindAttr:$kind, I32Attr:$axis);
   let results = (outs AnyType:$result);
-  let assemblyFormat = "$kind $src attr-dict `:` type($src) `->` type($result)";
+  let assemblyFormat = "custom<Keyword>($kind) $src attr-dict `:` type($src) `->` type($result)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
 }
