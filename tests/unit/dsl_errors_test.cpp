@@ -1,4 +1,6 @@
 // Every misuse of the DSL throws tessera::Error naming the kernel, the op and what is wrong.
+#include "test_util.h"
+
 #include <tessera/dsl.h>
 
 #include <gmock/gmock.h>
@@ -14,14 +16,7 @@ using namespace tessera;
 using namespace tessera::dsl;
 using ::testing::HasSubstr;
 
-struct Args {
-  Ptr<f32> x;
-  Ptr<f16> h;
-  Ptr<i32> ip;
-  Int n;
-  Long l;
-  Float f;
-};
+using Args = tessera::testing::ProbeArgs;
 
 struct ErrorCase {
   const char *name;
@@ -30,10 +25,7 @@ struct ErrorCase {
 };
 
 std::string traceError(const std::function<void(Args &)> &body) {
-  Kernel k = kernel("bad", [body](Ptr<f32> x, Ptr<f16> h, Ptr<i32> ip, Int n, Long l, Float f) {
-    Args args{x, h, ip, n, l, f};
-    body(args);
-  });
+  Kernel k = tessera::testing::probe("bad", body);
   try {
     k.trace({{"BLOCK", 64}});
   } catch (const Error &error) {

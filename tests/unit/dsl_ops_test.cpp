@@ -1,4 +1,6 @@
 // Semantics of the DSL's operations: broadcasting, promotion, literals, control flow.
+#include "test_util.h"
+
 #include <tessera/dsl.h>
 
 #include <gmock/gmock.h>
@@ -14,28 +16,11 @@ using namespace tessera::dsl;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-int count(const std::string &text, const std::string &needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
-    ++n;
-  return n;
-}
+using Args = tessera::testing::ProbeArgs;
+using tessera::testing::count;
 
-/// Trace `body` as a kernel over (Ptr<f32> x, Ptr<f16> h, Ptr<i32> ip, Int n, Long l, Float f).
-struct Args {
-  Ptr<f32> x;
-  Ptr<f16> h;
-  Ptr<i32> ip;
-  Int n;
-  Long l;
-  Float f;
-};
-std::string traceBody(const std::function<void(Args &)> &body, Config config = {}) {
-  Kernel k = kernel("probe", [body](Ptr<f32> x, Ptr<f16> h, Ptr<i32> ip, Int n, Long l, Float f) {
-    Args args{x, h, ip, n, l, f};
-    body(args);
-  });
-  return k.trace(config).str();
+std::string traceBody(const std::function<void(Args &)> &body) {
+  return tessera::testing::probe("probe", body).trace().str();
 }
 
 TEST(DslOps, TileIntrospection) {

@@ -3,6 +3,7 @@
 #include "matmul.h"
 #include "softmax.h"
 #include "vector_add.h"
+#include "test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,12 +17,7 @@ using namespace tessera::dsl;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-int count(const std::string &text, const std::string &needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
-    ++n;
-  return n;
-}
+using tessera::testing::count;
 
 TEST(TraceExamples, VectorAdd) {
   Kernel k = examples::vector_add();
