@@ -1,14 +1,32 @@
-// tessera-examples: traces the example kernels and prints their tile-dialect IR.
+// tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
+// prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX.
 #include "attention.h"
 #include "matmul.h"
 #include "softmax.h"
 #include "vector_add.h"
 
-#include <iostream>
+#include "tessera/compiler/Compiler.h"
 
-int main() {
+#include <fstream>
+#include <iostream>
+#include <string>
+
+int main(int argc, char **argv) {
   using namespace tessera;
   using namespace tessera::dsl;
+  bool printIR = false;
+  std::string ptxDir;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--ir")
+      printIR = true;
+    else if (arg == "--ptx" && i + 1 < argc)
+      ptxDir = argv[++i];
+    else {
+      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR]\n";
+      return 2;
+    }
+  }
   try {
     struct Example {
       Kernel kernel;
@@ -16,15 +34,21 @@ int main() {
     };
     Example examples[] = {
         {examples::vector_add(), {{"BLOCK", 1024}}},
-        {examples::softmax<f16>(), {{"BLOCK", 4096}}},
+        {examples::softmax<f16>(), {{"BLOCK", 4096}, {"num_warps", 8}}},
         {examples::matmul<bf16>([](Tile acc) { return maximum(acc, 0.0); }),
-         {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 32}}},
-        {examples::attention_forward<f16>(), {{"BLOCK_M", 128}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
+         {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}},
+        {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
     for (const Example &example : examples) {
       TracedKernel traced = example.kernel.trace(example.config);
-      std::cout << "// " << traced.name() << " " << example.config.str() << "\n"
-                << traced.str() << "\n";
+      if (printIR)
+        std::cout << "// " << traced.name() << " " << example.config.str() << "\n" << traced.str() << "\n";
+      compiler::CompiledKernel compiled = compiler::compile(traced, compiler::Target{9, 0});
+      std::cout << traced.name() << " " << example.config.str() << ": " << compiled.ptx.size()
+                << " bytes of PTX for sm_90a, " << compiled.num_warps << " warps, "
+                << compiled.shared_memory << " bytes of shared memory\n";
+      if (!ptxDir.empty())
+        std::ofstream(ptxDir + "/" + traced.name() + ".ptx") << compiled.ptx;
     }
   } catch (const Error &error) {
     std::cerr << "tessera-examples: " << error.what() << "\n";

@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -91,6 +92,49 @@ std::string describe(Type type) {
     element(type);
   }
   return text;
+}
+
+} // namespace tessera::tile
+
+LogicalResult BlockedEncodingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                          ArrayRef<unsigned> sizePerThread,
+                                          ArrayRef<unsigned> threadsPerWarp,
+                                          ArrayRef<unsigned> warpsPerCTA,
+                                          ArrayRef<unsigned> order) {
+  size_t rank = sizePerThread.size();
+  if (threadsPerWarp.size() != rank || warpsPerCTA.size() != rank || order.size() != rank)
+    return emitError() << "blocked layout parameters must all have the same rank";
+  unsigned lanes = 1;
+  for (unsigned v : threadsPerWarp)
+    lanes *= v;
+  if (lanes != 32)
+    return emitError() << "blocked layout threadsPerWarp must multiply to 32, got " << lanes;
+  for (ArrayRef<unsigned> values : {sizePerThread, threadsPerWarp, warpsPerCTA})
+    for (unsigned v : values)
+      if (!llvm::isPowerOf2_32(v))
+        return emitError() << "blocked layout sizes must be powers of two, got " << v;
+  SmallVector<bool> seen(rank, false);
+  for (unsigned d : order) {
+    if (d >= rank || seen[d])
+      return emitError() << "blocked layout order must be a permutation of 0.." << rank - 1;
+    seen[d] = true;
+  }
+  return success();
+}
+
+namespace tessera::tile {
+
+layout::LinearLayout toLinearLayout(Attribute encoding, ArrayRef<int64_t> shape) {
+  auto ints = [](ArrayRef<unsigned> values) { return std::vector<int>(values.begin(), values.end()); };
+  if (auto blocked = dyn_cast<BlockedEncodingAttr>(encoding))
+    return layout::LinearLayout::blocked(layout::Coord(shape.begin(), shape.end()),
+                                         ints(blocked.getSizePerThread()),
+                                         ints(blocked.getThreadsPerWarp()),
+                                         ints(blocked.getWarpsPerCTA()), ints(blocked.getOrder()));
+  auto slice = cast<SliceEncodingAttr>(encoding);
+  SmallVector<int64_t> parentShape(shape);
+  parentShape.insert(parentShape.begin() + slice.getDim(), 1);
+  return toLinearLayout(slice.getParent(), parentShape).sliced(slice.getDim());
 }
 
 } // namespace tessera::tile

@@ -42,6 +42,14 @@ namespace {
 
 std::string d(Type type) { return describe(type); }
 
+/// Types equal up to their layout encodings (shape ops keep shapes, layouts are free).
+bool sameIgnoringLayout(Type a, Type b) {
+  auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+  if (!ta || !tb)
+    return a == b;
+  return ta.getShape() == tb.getShape() && ta.getElementType() == tb.getElementType();
+}
+
 /// A constant splat `src` re-typed to `resultType` (shape ops of a splat are a splat).
 Attribute reshapeSplat(Attribute src, Type resultType) {
   auto splat = dyn_cast_if_present<SplatElementsAttr>(src);
@@ -233,7 +241,7 @@ LogicalResult ExpandDimsOp::verify() {
   SmallVector<int64_t> shape(src.getShape());
   shape.insert(shape.begin() + axis, 1);
   auto expected = src.clone(shape);
-  if (getType() != expected)
+  if (!sameIgnoringLayout(getType(), expected))
     return emitOpError() << "expanding " << d(src) << " at axis " << axis << " gives "
                          << d(expected) << ", not " << d(getType());
   return success();
@@ -281,7 +289,7 @@ LogicalResult TransOp::verify() {
   for (int32_t dim : getOrder())
     shape.push_back(src.getDimSize(dim));
   auto expected = src.clone(shape);
-  if (getType() != expected)
+  if (!sameIgnoringLayout(getType(), expected))
     return emitOpError() << "transposing " << d(src) << " gives " << d(expected) << ", not "
                          << d(getType());
   return success();
@@ -549,14 +557,14 @@ void AdvanceOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRCont
 
 LogicalResult BlockLoadOp::verify() {
   auto block = getPtr().getType().getBlockType();
-  if (getType() != block)
+  if (!sameIgnoringLayout(getType(), block))
     return emitOpError() << "result " << d(getType()) << " is not the block " << d(block);
   return verifyBoundaryCheck(*this, getBoundaryCheck(), block.getRank());
 }
 
 LogicalResult BlockStoreOp::verify() {
   auto block = getPtr().getType().getBlockType();
-  if (getValue().getType() != block)
+  if (!sameIgnoringLayout(getValue().getType(), block))
     return emitOpError() << "value " << d(getValue().getType()) << " is not the block "
                          << d(block);
   return verifyBoundaryCheck(*this, getBoundaryCheck(), block.getRank());
@@ -618,7 +626,7 @@ LogicalResult ReduceOp::verify() {
     return emitOpError() << stringifyReduceKind(getKind()) << " of " << d(src)
                          << " is not supported; cast to i32 first";
   Type expected = reducedType(src, axis, getKind());
-  if (getType() != expected)
+  if (!sameIgnoringLayout(getType(), expected))
     return emitOpError() << stringifyReduceKind(getKind()) << " of " << d(src) << " along axis "
                          << axis << " gives " << d(expected) << ", not " << d(getType());
   return success();
@@ -644,4 +652,26 @@ struct ReduceUnitAxis : OpRewritePattern<ReduceOp> {
 
 void ReduceOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
   results.add<ReduceUnitAxis>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// convert_layout
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvertLayoutOp::verify() {
+  auto src = getSrc().getType();
+  if (src.getShape() != getType().getShape() || src.getElementType() != getType().getElementType())
+    return emitOpError() << "converts " << d(src) << " to " << d(getType())
+                         << ": shape and element type must stay";
+  return success();
+}
+
+OpFoldResult ConvertLayoutOp::fold(FoldAdaptor adaptor) {
+  if (getSrc().getType() == getType())
+    return getSrc();
+  if (auto inner = getSrc().getDefiningOp<ConvertLayoutOp>()) {
+    getSrcMutable().assign(inner.getSrc());
+    return getResult();
+  }
+  return reshapeSplat(adaptor.getSrc(), getType());
 }

@@ -74,3 +74,45 @@ def Tile_PaddingAttr : EnumAttr<Tile_Dialect, Tile_Padding, "padding"> {
 }
 
 #endif // TESSERA_TILE_ATTRS
+
+//===----------------------------------------------------------------------===//
+// Layout encodings of tiles (tensor encodings, assigned by tile-assign-layouts)
+//===----------------------------------------------------------------------===//
+
+include "mlir/IR/AttrTypeBase.td"
+
+def Tile_BlockedEncodingAttr : AttrDef<Tile_Dialect, "BlockedEncoding"> {
+  let mnemonic = "blocked";
+  let summary = "each thread holds small contiguous blocks; threads and warps tile the rest";
+  let description = [{
+    `sizePerThread[d]` consecutive elements per thread along dimension d, `threadsPerWarp` and
+    `warpsPerCTA` threads and warps across each dimension, `order` the dimensions from fastest
+    to slowest. The CTA tile repeats in registers over larger tensors and replicates across
+    threads over smaller ones, so one blocked layout serves every shape of a given rank.
+
+    Example: `tensor<128x64xf32, #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8],
+    warpsPerCTA = [4, 1], order = [1, 0]>>`
+  }];
+  let parameters = (ins ArrayRefParameter<"unsigned">:$sizePerThread,
+                        ArrayRefParameter<"unsigned">:$threadsPerWarp,
+                        ArrayRefParameter<"unsigned">:$warpsPerCTA,
+                        ArrayRefParameter<"unsigned">:$order);
+  let assemblyFormat = [{
+    `<` `sizePerThread` `=` `[` $sizePerThread `]` `,` `threadsPerWarp` `=` `[` $threadsPerWarp `]`
+    `,` `warpsPerCTA` `=` `[` $warpsPerCTA `]` `,` `order` `=` `[` $order `]` `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Tile_SliceEncodingAttr : AttrDef<Tile_Dialect, "SliceEncoding"> {
+  let mnemonic = "slice";
+  let summary = "the parent layout with one dimension removed (a reduction's result)";
+  let description = [{
+    Element i of a tile in `#tile.slice<dim = d, parent = P>` lives where P keeps the element
+    with coordinate 0 inserted at dimension d, in every thread that P spreads along d.
+
+    Example: `tensor<128xf32, #tile.slice<dim = 1, parent = #tile.blocked<...>>>`
+  }];
+  let parameters = (ins "unsigned":$dim, "::mlir::Attribute":$parent);
+  let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";
+}

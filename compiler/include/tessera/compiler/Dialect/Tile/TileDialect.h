@@ -10,6 +10,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "tessera/compiler/Layout/LinearLayout.h"
 
 #include "tessera/compiler/Dialect/Tile/TileDialect.h.inc"
 #include "tessera/compiler/Dialect/Tile/TileEnums.h.inc"
@@ -35,8 +36,15 @@ mlir::Type getBoolLike(mlir::Type type);
 /// Short, readable spelling of a type for error messages: f32, f16[128x64], ptr<f32>[128].
 std::string describe(mlir::Type type);
 
+/// The placement of the elements of a tile of `shape` in `encoding` (blocked or slice).
+tessera::layout::LinearLayout toLinearLayout(mlir::Attribute encoding,
+                                             llvm::ArrayRef<int64_t> shape);
+
 /// The attribute name that marks a func.func as a tile kernel.
 inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
+/// Function attributes: warps per program, and the shared memory it needs (bytes).
+inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
+inline constexpr llvm::StringLiteral kSharedMemoryAttrName = "tile.shared_memory";
 
 } // namespace tessera::tile
 

@@ -309,3 +309,18 @@ def Tile_PrintOp : Tile_Op<"print", [MemoryEffects<[MemWrite]>]> {
 }
 
 #endif // TESSERA_TILE_OPS
+
+def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
+  let summary = "move a tile's elements to another layout";
+  let description = [{
+    Same shape and element type, another encoding. Lowered through shared memory unless the
+    two layouts place every element in the same thread.
+
+    Example: `%b = tile.convert_layout %a : tensor<128xf32, #slice> -> tensor<128xf32, #blocked>`
+  }];
+  let arguments = (ins Tile_Tile:$src);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}

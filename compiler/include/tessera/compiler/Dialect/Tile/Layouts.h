@@ -1,0 +1,48 @@
+// Layout helpers shared by the layout passes and the lowering to LLVM.
+#ifndef TESSERA_COMPILER_DIALECT_TILE_LAYOUTS_H
+#define TESSERA_COMPILER_DIALECT_TILE_LAYOUTS_H
+
+#include "tessera/compiler/Dialect/Tile/TileDialect.h"
+
+#include <functional>
+#include <optional>
+
+namespace tessera::tile {
+
+/// The blocked layout tessera gives a tile of `shape` by default: `vector` contiguous elements
+/// per thread along the last dimension, lanes filling dimensions from the last, warps from the
+/// first (so row reductions stay inside a warp).
+BlockedEncodingAttr defaultBlockedLayout(mlir::MLIRContext *context, llvm::ArrayRef<int64_t> shape,
+                                         int numWarps, int vector);
+
+/// The layout a trans's source needs so that the trans moves only registers.
+mlir::Attribute transposedSourceLayout(mlir::Attribute resultLayout, llvm::ArrayRef<int32_t> order);
+
+/// The encoding of a tile value (null for scalars and tiles without one).
+mlir::Attribute encodingOf(mlir::Value value);
+mlir::RankedTensorType withEncoding(mlir::Type tensorType, mlir::Attribute encoding);
+
+/// Result coordinate -> source coordinate of broadcast, expand_dims, trans, reshape and
+/// convert_layout.
+std::function<layout::Coord(const layout::Coord &)> sourceCoordinate(mlir::Operation *op);
+
+/// For those ops: where each result register's element sits in the source tile, as a layout
+/// over the source's shape (one entry per result register, none dropped).
+layout::LinearLayout resultInSource(mlir::Operation *op);
+
+/// For those ops: the source register each result register copies, when every result
+/// element already sits in its thread; otherwise the op goes through shared memory.
+std::optional<std::vector<int64_t>> registerMove(mlir::Operation *op);
+
+/// Bytes of shared memory `op` needs while it runs (0 when it needs none).
+int64_t scratchBytes(mlir::Operation *op);
+
+/// Bytes one element of `type` occupies in memory (i1 as a byte, pointers as 8 bytes).
+int64_t storageBytes(mlir::Type elementType);
+
+/// Warps per program of the kernel containing `op` (tile.num_warps, default 4).
+int numWarpsOf(mlir::Operation *op);
+
+} // namespace tessera::tile
+
+#endif // TESSERA_COMPILER_DIALECT_TILE_LAYOUTS_H

@@ -1,0 +1,49 @@
+#ifndef TESSERA_TRANSFORMS_PASSES
+#define TESSERA_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def TileAssignLayouts : Pass<"tile-assign-layouts", "mlir::ModuleOp"> {
+  let summary = "Give every tile a layout encoding; insert conversions where ops need them";
+  let description = [{
+    Memory ops, ranges, splats and constants get the default blocked layout of their shape
+    (vectors of 16 bytes of the narrowest accessed element along the last dimension);
+    reductions give the slice of their source's layout; expand_dims of a slice gives its
+    parent back; elementwise ops take their first tile operand's layout. Operands in another
+    layout than their op needs get a `tile.convert_layout`.
+  }];
+  let dependentDialects = ["::tessera::tile::TileDialect"];
+}
+
+def TileRemoveLayoutConversions : Pass<"tile-remove-layout-conversions", "mlir::ModuleOp"> {
+  let summary = "Remove layout conversions that cancel or whose source is cheap to rebuild";
+  let description = [{
+    Folds conversions to the same layout and chains of conversions, and rebuilds values made
+    only of ranges, splats, constants, broadcasts, expand_dims and elementwise math directly in
+    the layout a conversion asks for (index arithmetic costs less than a trip through shared
+    memory).
+  }];
+}
+
+def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
+  let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
+  let description = [{
+    Layout conversions, cross-warp reductions and the CUDA-core dot use shared memory only
+    while they run (barriers before and after), so their scratch overlaps at offset 0; each
+    such op gets `tile.smem_offset`, the kernel `tile.shared_memory` (bytes).
+  }];
+}
+
+def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
+  let summary = "Lower tile programs with layouts to per-thread LLVM and NVVM";
+  let description = [{
+    Every tile becomes an LLVM struct of the registers its layout gives one thread; tile ops
+    become per-register LLVM, NVVM (special registers, shuffles, barriers) and predicated PTX
+    memory instructions; loops carry the structs. Kernels become `llvm.func`s with
+    `nvvm.kernel` and their thread count, sharing one `.extern .shared` buffer.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::cf::ControlFlowDialect"];
+}
+
+#endif // TESSERA_TRANSFORMS_PASSES

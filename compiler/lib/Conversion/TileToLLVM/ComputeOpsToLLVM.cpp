@@ -1,0 +1,416 @@
+// Lowering of the tile ops that compute: constants, ranges, splats, elementwise math, shape
+// ops and layout conversions, reductions, the CUDA-core dot and grid queries.
+#include "Utility.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace tessera::tile::lowering {
+namespace {
+
+int64_t smemOffset(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>("tile.smem_offset");
+  return attr ? attr.getInt() : 0;
+}
+
+Type registerType(const TypeConverter *converter, Type tileType) {
+  auto structType = cast<LLVM::LLVMStructType>(converter->convertType(tileType));
+  return structType.getBody().front();
+}
+
+struct ConstantLowering : ConvertOpToLLVMPattern<arith::ConstantOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(arith::ConstantOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto tensor = dyn_cast<RankedTensorType>(op.getType());
+    if (!tensor || !tensor.getEncoding())
+      return failure();
+    auto splat = dyn_cast<SplatElementsAttr>(op.getValue());
+    if (!splat)
+      return rewriter.notifyMatchFailure(op, "only splat tile constants are supported");
+    Type structType = getTypeConverter()->convertType(tensor);
+    Type element = registerType(getTypeConverter(), tensor);
+    Value scalar = LLVM::ConstantOp::create(rewriter, op.getLoc(), element,
+                                            cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+    int64_t n = cast<LLVM::LLVMStructType>(structType).getBody().size();
+    rewriter.replaceOp(op, pack(rewriter, op.getLoc(), structType, Values(n, scalar)));
+    return success();
+  }
+};
+
+struct MakeRangeLowering : ConvertOpToLLVMPattern<MakeRangeOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(MakeRangeOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    auto coords = registerCoordinates(rewriter, loc, toLinearLayout(type.getEncoding(), type.getShape()));
+    Value start = i32Constant(rewriter, loc, static_cast<int32_t>(op.getStart()));
+    Values values;
+    for (const Values &coord : coords)
+      values.push_back(LLVM::AddOp::create(rewriter, loc, start, coord[0]));
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), values));
+    return success();
+  }
+};
+
+struct SplatLowering : ConvertOpToLLVMPattern<SplatOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SplatOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto structType = cast<LLVM::LLVMStructType>(getTypeConverter()->convertType(op.getType()));
+    Values values(structType.getBody().size(), adaptor.getSrc());
+    rewriter.replaceOp(op, pack(rewriter, op.getLoc(), structType, values));
+    return success();
+  }
+};
+
+/// Any elementwise arith/math op on tiles: the same op on each register.
+struct ElementwiseLowering : ConversionPattern {
+  ElementwiseLowering(TypeConverter &converter, MLIRContext *context)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (!op->hasTrait<OpTrait::Elementwise>() || op->getNumResults() != 1 || op->getNumRegions())
+      return failure();
+    auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!tensor || !tensor.getEncoding())
+      return failure();
+    Location loc = op->getLoc();
+    Type structType = getTypeConverter()->convertType(tensor);
+    Type element = registerType(getTypeConverter(), tensor);
+    std::vector<Values> registers;
+    for (Value operand : operands)
+      registers.push_back(unpack(rewriter, loc, operand));
+    Values results;
+    for (size_t r = 0; r < cast<LLVM::LLVMStructType>(structType).getBody().size(); ++r) {
+      OperationState state(loc, op->getName());
+      for (const Values &values : registers)
+        state.addOperands(values[r]);
+      state.addTypes(element);
+      state.addAttributes(op->getAttrs());
+      results.push_back(rewriter.create(state)->getResult(0));
+    }
+    rewriter.replaceOp(op, pack(rewriter, loc, structType, results));
+    return success();
+  }
+};
+
+/// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
+/// allow, otherwise a round trip through shared memory.
+template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
+  using ConvertOpToLLVMPattern<OpT>::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Values src = unpack(rewriter, loc, adaptor.getSrc());
+    Type structType = this->getTypeConverter()->convertType(op.getType());
+    Values out;
+    if (auto move = registerMove(op)) {
+      for (int64_t reg : *move)
+        out.push_back(src[reg]);
+    } else {
+      auto srcType = cast<RankedTensorType>(op.getSrc().getType());
+      Type element = registerType(this->getTypeConverter(), srcType);
+      Value base = sharedMemory(rewriter, loc, op, smemOffset(op));
+      storeTileToShared(rewriter, loc, base, toLinearLayout(srcType.getEncoding(), srcType.getShape()),
+                        src, element);
+      barrier(rewriter, loc);
+      for (const Values &coord : registerCoordinates(rewriter, loc, resultInSource(op)))
+        out.push_back(loadFromShared(rewriter, loc, base,
+                                     linearIndex(rewriter, loc, coord, srcType.getShape()), element));
+      barrier(rewriter, loc);
+    }
+    rewriter.replaceOp(op, pack(rewriter, loc, structType, out));
+    return success();
+  }
+};
+
+/// Value as i32 for a shuffle, and back.
+Value toShuffleWord(OpBuilder &b, Location loc, Value v) {
+  Type type = v.getType();
+  unsigned bits = type.getIntOrFloatBitWidth();
+  if (isa<FloatType>(type))
+    v = LLVM::BitcastOp::create(b, loc, b.getIntegerType(bits), v);
+  if (bits < 32)
+    v = LLVM::ZExtOp::create(b, loc, b.getI32Type(), v);
+  return v;
+}
+
+Value fromShuffleWord(OpBuilder &b, Location loc, Value word, Type type) {
+  unsigned bits = type.getIntOrFloatBitWidth();
+  if (bits < 32)
+    word = LLVM::TruncOp::create(b, loc, b.getIntegerType(bits), word);
+  if (isa<FloatType>(type))
+    word = LLVM::BitcastOp::create(b, loc, type, word);
+  return word;
+}
+
+Value shuffleXor(OpBuilder &b, Location loc, Value v, int laneMask) {
+  Type type = v.getType();
+  auto shfl = [&](Value word) -> Value {
+    return NVVM::ShflOp::create(b, loc, b.getI32Type(), i32Constant(b, loc, -1), word,
+                                i32Constant(b, loc, laneMask), i32Constant(b, loc, 0x1f),
+                                NVVM::ShflKind::bfly, UnitAttr());
+  };
+  if (type.getIntOrFloatBitWidth() == 64) {
+    Value bits = isa<FloatType>(type) ? LLVM::BitcastOp::create(b, loc, b.getI64Type(), v).getResult() : v;
+    Value lo = shfl(LLVM::TruncOp::create(b, loc, b.getI32Type(), bits));
+    Value hi = shfl(LLVM::TruncOp::create(
+        b, loc, b.getI32Type(), LLVM::LShrOp::create(b, loc, bits, constantOf(b, loc, b.getI64Type(), 32))));
+    Value joined = LLVM::OrOp::create(
+        b, loc, LLVM::ZExtOp::create(b, loc, b.getI64Type(), lo),
+        LLVM::ShlOp::create(b, loc, LLVM::ZExtOp::create(b, loc, b.getI64Type(), hi),
+                            constantOf(b, loc, b.getI64Type(), 32)));
+    return isa<FloatType>(type) ? LLVM::BitcastOp::create(b, loc, type, joined).getResult() : joined;
+  }
+  return fromShuffleWord(b, loc, shfl(toShuffleWord(b, loc, v)), type);
+}
+
+/// A partial reduction: the value and, for argmax/argmin, its index along the axis.
+struct Partial {
+  Value value, index;
+};
+
+Partial combine(OpBuilder &b, Location loc, ReduceKind kind, Partial x, Partial y) {
+  bool fl = isa<FloatType>(x.value.getType());
+  switch (kind) {
+  case ReduceKind::sum:
+    return {fl ? LLVM::FAddOp::create(b, loc, x.value, y.value).getResult()
+               : LLVM::AddOp::create(b, loc, x.value, y.value).getResult(), {}};
+  case ReduceKind::max:
+    return {fl ? LLVM::MaximumOp::create(b, loc, x.value, y.value).getResult()
+               : LLVM::SMaxOp::create(b, loc, x.value, y.value).getResult(), {}};
+  case ReduceKind::min:
+    return {fl ? LLVM::MinimumOp::create(b, loc, x.value, y.value).getResult()
+               : LLVM::SMinOp::create(b, loc, x.value, y.value).getResult(), {}};
+  case ReduceKind::argmax:
+  case ReduceKind::argmin: {
+    bool isMax = kind == ReduceKind::argmax;
+    Value better, equal;
+    if (fl) {
+      better = LLVM::FCmpOp::create(b, loc, isMax ? LLVM::FCmpPredicate::ogt : LLVM::FCmpPredicate::olt, y.value, x.value);
+      equal = LLVM::FCmpOp::create(b, loc, LLVM::FCmpPredicate::oeq, y.value, x.value);
+    } else {
+      better = LLVM::ICmpOp::create(b, loc, isMax ? LLVM::ICmpPredicate::sgt : LLVM::ICmpPredicate::slt, y.value, x.value);
+      equal = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, y.value, x.value);
+    }
+    // Ties go to the first index.
+    Value earlier = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, y.index, x.index);
+    Value takeY = LLVM::OrOp::create(b, loc, better, LLVM::AndOp::create(b, loc, equal, earlier));
+    return {LLVM::SelectOp::create(b, loc, takeY, y.value, x.value),
+            LLVM::SelectOp::create(b, loc, takeY, y.index, x.index)};
+  }
+  }
+  return x;
+}
+
+struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto srcType = op.getSrc().getType();
+    layout::LinearLayout layout = toLinearLayout(srcType.getEncoding(), srcType.getShape());
+    int axis = static_cast<int>(op.getAxis());
+    ReduceKind kind = op.getKind();
+    bool withIndex = kind == ReduceKind::argmax || kind == ReduceKind::argmin;
+    for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
+      for (const auto &basis : *bases)
+        for (int d = 0; d < layout.rank(); ++d)
+          if (d != axis && basis[axis] != 0 && basis[d] != 0)
+            return rewriter.notifyMatchFailure(op, "layout mixes the reduced axis with others");
+
+    Values src = unpack(rewriter, loc, adaptor.getSrc());
+    std::vector<Values> coords = registerCoordinates(rewriter, loc, layout);
+    auto withoutAxis = [axis](layout::Coord c) {
+      c.erase(c.begin() + axis);
+      return c;
+    };
+
+    // 1. Within the thread: one partial per coordinate off the axis.
+    std::map<layout::Coord, size_t> groupOf;
+    std::vector<Partial> partials;
+    std::vector<size_t> representative;
+    for (int64_t r = 0; r < layout.numRegisters(); ++r) {
+      Partial p{src[r], withIndex ? coords[r][axis] : Value()};
+      auto [it, inserted] = groupOf.try_emplace(withoutAxis(layout.apply(r, 0, 0)), partials.size());
+      if (inserted) {
+        partials.push_back(p);
+        representative.push_back(r);
+      } else {
+        partials[it->second] = combine(rewriter, loc, kind, partials[it->second], p);
+      }
+    }
+    // 2. Across the lanes along the axis: butterfly shuffles.
+    for (size_t bit = 0; bit < layout.lanes().size(); ++bit) {
+      if (layout.lanes()[bit][axis] == 0)
+        continue;
+      for (Partial &p : partials) {
+        Partial other{shuffleXor(rewriter, loc, p.value, 1 << bit),
+                      withIndex ? shuffleXor(rewriter, loc, p.index, 1 << bit) : Value()};
+        p = combine(rewriter, loc, kind, p, other);
+      }
+    }
+    // 3. Across the warps along the axis: through shared memory.
+    std::vector<int> warpBits;
+    for (size_t bit = 0; bit < layout.warps().size(); ++bit)
+      if (layout.warps()[bit][axis] != 0)
+        warpBits.push_back(static_cast<int>(bit));
+    if (!warpBits.empty()) {
+      Type element = src.front().getType();
+      SmallVector<int64_t> rest(srcType.getShape());
+      rest.erase(rest.begin() + axis);
+      int64_t restCount = 1;
+      for (int64_t s : rest)
+        restCount *= s;
+      int64_t slots = int64_t(1) << warpBits.size();
+      Value values = sharedMemory(rewriter, loc, op, smemOffset(op));
+      Value indices = sharedMemory(rewriter, loc, op,
+                                   smemOffset(op) + slots * restCount * storageBytes(element));
+      ThreadId id = threadId(rewriter, loc);
+      Value slot = i32Constant(rewriter, loc, 0);
+      for (size_t i = 0; i < warpBits.size(); ++i) {
+        Value bit = LLVM::AndOp::create(rewriter, loc,
+                                        LLVM::LShrOp::create(rewriter, loc, id.warp, i32Constant(rewriter, loc, warpBits[i])),
+                                        i32Constant(rewriter, loc, 1));
+        slot = LLVM::OrOp::create(rewriter, loc, slot,
+                                  LLVM::ShlOp::create(rewriter, loc, bit, i32Constant(rewriter, loc, i)));
+      }
+      Values restIndex;
+      for (size_t g = 0; g < partials.size(); ++g) {
+        Values c = coords[representative[g]];
+        c.erase(c.begin() + axis);
+        restIndex.push_back(rest.empty() ? i32Constant(rewriter, loc, 0) : linearIndex(rewriter, loc, c, rest));
+      }
+      auto at = [&](Value s, Value i) {
+        return LLVM::AddOp::create(rewriter, loc,
+                                   LLVM::MulOp::create(rewriter, loc, s, i32Constant(rewriter, loc, restCount)), i);
+      };
+      for (size_t g = 0; g < partials.size(); ++g) {
+        Value index = at(slot, restIndex[g]);
+        Type stored = storageType(element);
+        LLVM::StoreOp::create(rewriter, loc, toStorage(rewriter, loc, partials[g].value),
+                              LLVM::GEPOp::create(rewriter, loc, values.getType(), stored, values, ValueRange{index}));
+        if (withIndex)
+          LLVM::StoreOp::create(rewriter, loc, partials[g].index,
+                                LLVM::GEPOp::create(rewriter, loc, indices.getType(), rewriter.getI32Type(), indices, ValueRange{index}));
+      }
+      barrier(rewriter, loc);
+      for (size_t g = 0; g < partials.size(); ++g) {
+        Partial total;
+        for (int64_t s = 0; s < slots; ++s) {
+          Value index = at(i32Constant(rewriter, loc, s), restIndex[g]);
+          Partial p{loadFromShared(rewriter, loc, values, index, element), Value()};
+          if (withIndex)
+            p.index = LLVM::LoadOp::create(rewriter, loc, rewriter.getI32Type(),
+                                           LLVM::GEPOp::create(rewriter, loc, indices.getType(), rewriter.getI32Type(), indices, ValueRange{index}));
+          total = s == 0 ? p : combine(rewriter, loc, kind, total, p);
+        }
+        partials[g] = total;
+      }
+      barrier(rewriter, loc);
+    }
+    // 4. The result's registers.
+    auto pick = [&](const Partial &p) { return withIndex ? p.index : p.value; };
+    auto resultType = dyn_cast<RankedTensorType>(op.getType());
+    if (!resultType) {
+      rewriter.replaceOp(op, pick(partials.front()));
+      return success();
+    }
+    layout::LinearLayout result = toLinearLayout(resultType.getEncoding(), resultType.getShape());
+    Values out;
+    for (int64_t r = 0; r < result.numRegisters(); ++r)
+      out.push_back(pick(partials[groupOf.at(result.apply(r, 0, 0))]));
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(resultType), out));
+    return success();
+  }
+};
+
+/// The CUDA-core dot: a and b through shared memory, one FMA per accumulator register per k.
+struct DotLowering : ConvertOpToLLVMPattern<DotOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(DotOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto aType = op.getA().getType(), bType = op.getB().getType(), accType = op.getType();
+    int64_t M = aType.getDimSize(0), K = aType.getDimSize(1), N = bType.getDimSize(1);
+    Type inElement = registerType(getTypeConverter(), aType);
+    Type accElement = registerType(getTypeConverter(), accType);
+    Value aBase = sharedMemory(rewriter, loc, op, smemOffset(op));
+    Value bBase = sharedMemory(rewriter, loc, op, smemOffset(op) + M * K * storageBytes(inElement));
+    storeTileToShared(rewriter, loc, aBase, toLinearLayout(aType.getEncoding(), aType.getShape()),
+                      unpack(rewriter, loc, adaptor.getA()), inElement);
+    storeTileToShared(rewriter, loc, bBase, toLinearLayout(bType.getEncoding(), bType.getShape()),
+                      unpack(rewriter, loc, adaptor.getB()), inElement);
+    barrier(rewriter, loc);
+    std::vector<Values> coords =
+        registerCoordinates(rewriter, loc, toLinearLayout(accType.getEncoding(), accType.getShape()));
+    Values acc = unpack(rewriter, loc, adaptor.getAcc());
+    bool isInt = isa<IntegerType>(accElement);
+    Type wide = isInt ? accElement : Type(rewriter.getF32Type());
+    auto widen = [&](OpBuilder &b, Value v) -> Value {
+      if (v.getType() == wide)
+        return v;
+      return isInt ? LLVM::SExtOp::create(b, loc, wide, v).getResult()
+                   : LLVM::FPExtOp::create(b, loc, wide, v).getResult();
+    };
+    auto loop = scf::ForOp::create(
+        rewriter, loc, i32Constant(rewriter, loc, 0), i32Constant(rewriter, loc, K),
+        i32Constant(rewriter, loc, 1), acc,
+        [&](OpBuilder &b, Location loc, Value k, ValueRange carried) {
+          Values next;
+          for (size_t r = 0; r < carried.size(); ++r) {
+            Value aIndex = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, coords[r][0], i32Constant(b, loc, K)), k);
+            Value bIndex = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, k, i32Constant(b, loc, N)), coords[r][1]);
+            Value x = widen(b, loadFromShared(b, loc, aBase, aIndex, inElement));
+            Value y = widen(b, loadFromShared(b, loc, bBase, bIndex, inElement));
+            Value c = widen(b, carried[r]);
+            Value sum = isInt ? LLVM::AddOp::create(b, loc, c, LLVM::MulOp::create(b, loc, x, y)).getResult()
+                              : LLVM::FMAOp::create(b, loc, x, y, c).getResult();
+            if (sum.getType() != accElement)
+              sum = LLVM::FPTruncOp::create(b, loc, accElement, sum);
+            next.push_back(sum);
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    barrier(rewriter, loc);
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(accType), loop.getResults()));
+    (void)M;
+    return success();
+  }
+};
+
+template <typename OpT, typename X, typename Y, typename Z>
+struct GridLowering : ConvertOpToLLVMPattern<OpT> {
+  using ConvertOpToLLVMPattern<OpT>::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Type i32 = rewriter.getI32Type();
+    Value value;
+    switch (op.getAxis()) {
+    case GridAxis::x: value = X::create(rewriter, op.getLoc(), i32); break;
+    case GridAxis::y: value = Y::create(rewriter, op.getLoc(), i32); break;
+    case GridAxis::z: value = Z::create(rewriter, op.getLoc(), i32); break;
+    }
+    rewriter.replaceOp(op, value);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
+  MLIRContext *context = patterns.getContext();
+  patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
+               MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering,
+               GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
+               GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
+  patterns.add<ElementwiseLowering>(converter, context);
+}
+
+} // namespace tessera::tile::lowering

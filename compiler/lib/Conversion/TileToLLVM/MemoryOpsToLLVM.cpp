@@ -1,0 +1,305 @@
+// Lowering of pointer arithmetic and global memory access: per-register predicated PTX loads,
+// stores and atomics, and block pointers as (base, shape, strides, offsets) structs.
+#include "Utility.h"
+
+using namespace mlir;
+
+namespace tessera::tile::lowering {
+namespace {
+
+/// Registers of a converted operand: the struct's fields for a tile, the value for a scalar.
+Values registersOf(OpBuilder &b, Location loc, Value converted) {
+  if (!converted)
+    return {};
+  if (isa<LLVM::LLVMStructType>(converted.getType()))
+    return unpack(b, loc, converted);
+  return {converted};
+}
+
+Value result(OpBuilder &b, Location loc, Type convertedType, ArrayRef<Value> values) {
+  if (isa<LLVM::LLVMStructType>(convertedType))
+    return pack(b, loc, convertedType, values);
+  return values.front();
+}
+
+/// PTX type suffix of a load or store of `bits` bits.
+std::string memorySuffix(unsigned bits) { return bits == 8 ? "u8" : "b" + std::to_string(bits); }
+
+/// The integer register a memory value travels in (at least 16 bits: PTX has no 8-bit
+/// registers), and conversions to and from it.
+Type wordType(OpBuilder &b, Type stored) {
+  return b.getIntegerType(std::max(16u, stored.getIntOrFloatBitWidth()));
+}
+
+Value toWord(OpBuilder &b, Location loc, Value stored) {
+  Type type = stored.getType();
+  unsigned bits = type.getIntOrFloatBitWidth();
+  if (isa<FloatType>(type))
+    stored = LLVM::BitcastOp::create(b, loc, b.getIntegerType(bits), stored);
+  Type word = wordType(b, type);
+  if (bits < word.getIntOrFloatBitWidth())
+    stored = LLVM::ZExtOp::create(b, loc, word, stored);
+  return stored;
+}
+
+Value fromWord(OpBuilder &b, Location loc, Value word, Type stored) {
+  unsigned bits = stored.getIntOrFloatBitWidth();
+  if (bits < word.getType().getIntOrFloatBitWidth())
+    word = LLVM::TruncOp::create(b, loc, b.getIntegerType(bits), word);
+  if (isa<FloatType>(stored))
+    word = LLVM::BitcastOp::create(b, loc, stored, word);
+  return word;
+}
+
+/// One element loaded from `ptr` where `mask` (may be null) holds; `other` (may be null) where
+/// it does not.
+Value maskedLoad(OpBuilder &b, Location loc, Value ptr, Value mask, Value other, Type element) {
+  Type stored = storageType(element);
+  if (!mask)
+    return fromStorage(b, loc,
+                       LLVM::LoadOp::create(b, loc, stored, ptr, storageBytes(stored)), element);
+  Type word = wordType(b, stored);
+  unsigned bits = word.getIntOrFloatBitWidth();
+  Value otherWord = other ? toWord(b, loc, toStorage(b, loc, other)) : constantOf(b, loc, word, 0);
+  std::string reg = ptxConstraint(bits).str();
+  std::string code = "mov.b" + std::to_string(bits) + " $0, $3;\n\t@$2 ld.global." +
+                     memorySuffix(stored.getIntOrFloatBitWidth()) + " $0, [$1];";
+  Value loaded = ptx(b, loc, word, code, "=" + reg + ",l,b," + reg, {ptr, mask, otherWord}, true);
+  return fromStorage(b, loc, fromWord(b, loc, loaded, stored), element);
+}
+
+void maskedStore(OpBuilder &b, Location loc, Value ptr, Value value, Value mask) {
+  Value stored = toStorage(b, loc, value);
+  if (!mask) {
+    LLVM::StoreOp::create(b, loc, stored, ptr, storageBytes(stored.getType()));
+    return;
+  }
+  Value word = toWord(b, loc, stored);
+  std::string code = "@$2 st.global." + memorySuffix(stored.getType().getIntOrFloatBitWidth()) +
+                     " [$0], $1;";
+  std::string reg = ptxConstraint(word.getType().getIntOrFloatBitWidth()).str();
+  ptx(b, loc, Type(), code, "l," + reg + ",b", {ptr, word, mask}, true);
+}
+
+struct AddPtrLowering : ConvertOpToLLVMPattern<AddPtrOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type pointee = storageType(getTypeConverter()->convertType(
+        getElementTypeOrSelf(getPointeeType(op.getPtr().getType()))));
+    Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
+    Values offsets = registersOf(rewriter, loc, adaptor.getOffset());
+    Values out;
+    for (size_t r = 0; r < ptrs.size(); ++r)
+      out.push_back(LLVM::GEPOp::create(rewriter, loc, ptrs[r].getType(), pointee, ptrs[r],
+                                        ValueRange{offsets[r]}));
+    rewriter.replaceOp(op, result(rewriter, loc, getTypeConverter()->convertType(op.getType()), out));
+    return success();
+  }
+};
+
+struct LoadLowering : ConvertOpToLLVMPattern<LoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(LoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type element = getTypeConverter()->convertType(getElementTypeOrSelf(op.getType()));
+    Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
+    Values masks = registersOf(rewriter, loc, adaptor.getMask());
+    Values others = registersOf(rewriter, loc, adaptor.getOther());
+    Values out;
+    for (size_t r = 0; r < ptrs.size(); ++r)
+      out.push_back(maskedLoad(rewriter, loc, ptrs[r], masks.empty() ? Value() : masks[r],
+                               others.empty() ? Value() : others[r], element));
+    rewriter.replaceOp(op, result(rewriter, loc, getTypeConverter()->convertType(op.getType()), out));
+    return success();
+  }
+};
+
+struct StoreLowering : ConvertOpToLLVMPattern<StoreOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(StoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
+    Values values = registersOf(rewriter, loc, adaptor.getValue());
+    Values masks = registersOf(rewriter, loc, adaptor.getMask());
+    for (size_t r = 0; r < ptrs.size(); ++r)
+      maskedStore(rewriter, loc, ptrs[r], values[r], masks.empty() ? Value() : masks[r]);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AtomicRMWOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type element = getTypeConverter()->convertType(getElementTypeOrSelf(op.getType()));
+    unsigned bits = element.getIntOrFloatBitWidth();
+    bool fl = isa<FloatType>(element);
+    std::string type;
+    switch (op.getKind()) {
+    case AtomicKind::add:
+      type = fl ? (bits == 16 ? std::string("noftz.") + (element.isBF16() ? "bf16" : "f16")
+                              : "f" + std::to_string(bits))
+                : "u" + std::to_string(bits);
+      break;
+    case AtomicKind::max:
+    case AtomicKind::min:
+      if (fl)
+        return rewriter.notifyMatchFailure(op, "atomic max/min of floats is not supported yet");
+      type = "s" + std::to_string(bits);
+      break;
+    default:
+      type = "b" + std::to_string(bits);
+    }
+    if (bits < 16 || (bits == 16 && (op.getKind() != AtomicKind::add || !fl)))
+      return rewriter.notifyMatchFailure(op, "atomics on 8- and 16-bit integers are not supported");
+    std::string code = "mov.b" + std::to_string(bits) + " $0, 0;\n\t@$3 atom.global." +
+                       stringifyMemSemantic(op.getSem()).str() + "." +
+                       stringifyMemScope(op.getScope()).str() + "." +
+                       stringifyAtomicKind(op.getKind()).str() + "." + type + " $0, [$1], $2;";
+    std::string reg = ptxConstraint(bits).str();
+    Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
+    Values values = registersOf(rewriter, loc, adaptor.getValue());
+    Values masks = registersOf(rewriter, loc, adaptor.getMask());
+    Value always = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI1Type(), rewriter.getBoolAttr(true));
+    Values out;
+    for (size_t r = 0; r < ptrs.size(); ++r) {
+      Value word = toWord(rewriter, loc, values[r]);
+      Value old = ptx(rewriter, loc, word.getType(), code, "=" + reg + ",l," + reg + ",b",
+                      {ptrs[r], word, masks.empty() ? always : masks[r]}, true);
+      out.push_back(fromWord(rewriter, loc, old, element));
+    }
+    rewriter.replaceOp(op, result(rewriter, loc, getTypeConverter()->convertType(op.getType()), out));
+    return success();
+  }
+};
+
+/// Fields of a block pointer struct.
+struct BlockPointer {
+  Value base;
+  Values shape, strides, offsets;
+};
+
+BlockPointer unpackBlockPointer(OpBuilder &b, Location loc, Value packed, int64_t rank) {
+  Values fields = unpack(b, loc, packed);
+  BlockPointer bp{fields[0], {}, {}, {}};
+  for (int64_t d = 0; d < rank; ++d) {
+    bp.shape.push_back(fields[1 + d]);
+    bp.strides.push_back(fields[1 + rank + d]);
+    bp.offsets.push_back(fields[1 + 2 * rank + d]);
+  }
+  return bp;
+}
+
+Value packBlockPointer(OpBuilder &b, Location loc, Type type, const BlockPointer &bp) {
+  Values fields{bp.base};
+  fields.append(bp.shape);
+  fields.append(bp.strides);
+  fields.append(bp.offsets);
+  return pack(b, loc, type, fields);
+}
+
+struct MakeBlockPtrLowering : ConvertOpToLLVMPattern<MakeBlockPtrOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(MakeBlockPtrOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    BlockPointer bp{adaptor.getBase(), adaptor.getShape(), adaptor.getStrides(), adaptor.getOffsets()};
+    rewriter.replaceOp(op, packBlockPointer(rewriter, op.getLoc(),
+                                            getTypeConverter()->convertType(op.getType()), bp));
+    return success();
+  }
+};
+
+struct AdvanceLowering : ConvertOpToLLVMPattern<AdvanceOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AdvanceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    int64_t rank = op.getType().getBlockType().getRank();
+    BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), rank);
+    for (int64_t d = 0; d < rank; ++d)
+      bp.offsets[d] = LLVM::AddOp::create(rewriter, loc, bp.offsets[d], adaptor.getOffsets()[d]);
+    rewriter.replaceOp(op, packBlockPointer(rewriter, loc, adaptor.getPtr().getType(), bp));
+    return success();
+  }
+};
+
+/// Per register of a block laid out by `layout`: its address and whether it is inside the
+/// tensor along the checked dimensions (null when nothing is checked).
+void blockAddresses(OpBuilder &b, Location loc, const BlockPointer &bp, Type element,
+                    const layout::LinearLayout &layout, ArrayRef<int32_t> checked, Values &ptrs,
+                    Values &masks) {
+  Type i64 = b.getI64Type();
+  Value zero = constantOf(b, loc, i64, 0);
+  for (const Values &coord : registerCoordinates(b, loc, layout)) {
+    Value offset = zero, inside;
+    for (int d = 0; d < layout.rank(); ++d) {
+      Value index = LLVM::SExtOp::create(b, loc, i64, LLVM::AddOp::create(b, loc, bp.offsets[d], coord[d]));
+      offset = LLVM::AddOp::create(b, loc, offset, LLVM::MulOp::create(b, loc, index, bp.strides[d]));
+      if (llvm::is_contained(checked, d)) {
+        Value ok = LLVM::AndOp::create(
+            b, loc, LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::sge, index, zero),
+            LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, index, bp.shape[d]));
+        inside = inside ? LLVM::AndOp::create(b, loc, inside, ok).getResult() : ok;
+      }
+    }
+    ptrs.push_back(LLVM::GEPOp::create(b, loc, bp.base.getType(), storageType(element), bp.base, ValueRange{offset}));
+    masks.push_back(inside);
+  }
+}
+
+struct BlockLoadLowering : ConvertOpToLLVMPattern<BlockLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BlockLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    Type element = getTypeConverter()->convertType(type.getElementType());
+    BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), type.getRank());
+    Values ptrs, masks, out;
+    blockAddresses(rewriter, loc, bp, element, toLinearLayout(type.getEncoding(), type.getShape()),
+                   op.getBoundaryCheck(), ptrs, masks);
+    Value padding;
+    if (op.getPadding() == Padding::nan && isa<FloatType>(element))
+      padding = LLVM::ConstantOp::create(
+          rewriter, loc, element,
+          rewriter.getFloatAttr(element, APFloat::getNaN(cast<FloatType>(element).getFloatSemantics())));
+    for (size_t r = 0; r < ptrs.size(); ++r)
+      out.push_back(maskedLoad(rewriter, loc, ptrs[r], masks[r], masks[r] ? padding : Value(), element));
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), out));
+    return success();
+  }
+};
+
+struct BlockStoreLowering : ConvertOpToLLVMPattern<BlockStoreOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BlockStoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = cast<RankedTensorType>(op.getValue().getType());
+    Type element = getTypeConverter()->convertType(type.getElementType());
+    BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), type.getRank());
+    Values ptrs, masks;
+    blockAddresses(rewriter, loc, bp, element, toLinearLayout(type.getEncoding(), type.getShape()),
+                   op.getBoundaryCheck(), ptrs, masks);
+    Values values = unpack(rewriter, loc, adaptor.getValue());
+    for (size_t r = 0; r < ptrs.size(); ++r)
+      maskedStore(rewriter, loc, ptrs[r], values[r], masks[r]);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
+               AdvanceLowering, BlockLoadLowering, BlockStoreLowering>(converter);
+}
+
+} // namespace tessera::tile::lowering

@@ -1,0 +1,164 @@
+#include "Utility.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+
+namespace tessera::tile::lowering {
+
+TileTypeConverter::TileTypeConverter(MLIRContext *context) : LLVMTypeConverter(context) {
+  addConversion([context](PointerType) -> Type { return LLVM::LLVMPointerType::get(context, 1); });
+  addConversion([this, context](RankedTensorType type) -> std::optional<Type> {
+    if (!type.getEncoding())
+      return std::nullopt;
+    int64_t registers = toLinearLayout(type.getEncoding(), type.getShape()).numRegisters();
+    SmallVector<Type> body(registers, convertType(type.getElementType()));
+    return LLVM::LLVMStructType::getLiteral(context, body);
+  });
+  addConversion([context](BlockPointerType type) -> Type {
+    int64_t rank = type.getBlockType().getRank();
+    SmallVector<Type> body{LLVM::LLVMPointerType::get(context, 1)};
+    body.append(2 * rank, IntegerType::get(context, 64)); // shape, strides
+    body.append(rank, IntegerType::get(context, 32));     // offsets
+    return LLVM::LLVMStructType::getLiteral(context, body);
+  });
+}
+
+Values unpack(OpBuilder &b, Location loc, Value structValue) {
+  auto type = cast<LLVM::LLVMStructType>(structValue.getType());
+  Values values;
+  for (size_t i = 0; i < type.getBody().size(); ++i)
+    values.push_back(LLVM::ExtractValueOp::create(b, loc, structValue, i));
+  return values;
+}
+
+Value pack(OpBuilder &b, Location loc, Type structType, ValueRange values) {
+  Value result = LLVM::UndefOp::create(b, loc, structType);
+  for (auto [i, value] : llvm::enumerate(values))
+    result = LLVM::InsertValueOp::create(b, loc, result, value, i);
+  return result;
+}
+
+Value i32Constant(OpBuilder &b, Location loc, int64_t value) {
+  return LLVM::ConstantOp::create(b, loc, b.getI32Type(), b.getI32IntegerAttr(value));
+}
+
+Value constantOf(OpBuilder &b, Location loc, Type type, int64_t value) {
+  if (isa<FloatType>(type))
+    return LLVM::ConstantOp::create(b, loc, type, b.getFloatAttr(type, static_cast<double>(value)));
+  return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, value));
+}
+
+ThreadId threadId(OpBuilder &b, Location loc) {
+  Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+  return {LLVM::AndOp::create(b, loc, tid, i32Constant(b, loc, 31)),
+          LLVM::LShrOp::create(b, loc, tid, i32Constant(b, loc, 5))};
+}
+
+std::vector<Values> registerCoordinates(OpBuilder &b, Location loc,
+                                        const layout::LinearLayout &layout) {
+  ThreadId id = threadId(b, loc);
+  int rank = layout.rank();
+  // The thread's part: XOR of the bases of its lane and warp bits.
+  Values thread(rank, i32Constant(b, loc, 0));
+  auto addBits = [&](Value index, const layout::Bases &bases) {
+    for (size_t bit = 0; bit < bases.size(); ++bit) {
+      Value set = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, index, i32Constant(b, loc, bit)),
+                                      i32Constant(b, loc, 1));
+      for (int d = 0; d < rank; ++d)
+        if (bases[bit][d] != 0)
+          thread[d] = LLVM::XOrOp::create(
+              b, loc, thread[d], LLVM::MulOp::create(b, loc, set, i32Constant(b, loc, bases[bit][d])));
+    }
+  };
+  addBits(id.lane, layout.lanes());
+  addBits(id.warp, layout.warps());
+  std::vector<Values> coords;
+  for (int64_t reg = 0; reg < layout.numRegisters(); ++reg) {
+    layout::Coord fixed = layout.apply(reg, 0, 0);
+    Values coord;
+    for (int d = 0; d < rank; ++d)
+      coord.push_back(fixed[d] ? LLVM::XOrOp::create(b, loc, thread[d], i32Constant(b, loc, fixed[d])).getResult()
+                               : thread[d]);
+    coords.push_back(coord);
+  }
+  return coords;
+}
+
+Value linearIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<int64_t> shape) {
+  Value index = i32Constant(b, loc, 0);
+  for (size_t d = 0; d < shape.size(); ++d)
+    index = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, index, i32Constant(b, loc, shape[d])),
+                                coord[d]);
+  return index;
+}
+
+Value sharedMemory(OpBuilder &b, Location loc, Operation *op, int64_t offset) {
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  Value base = LLVM::AddressOfOp::create(b, loc, ptr, "global_smem");
+  if (offset == 0)
+    return base;
+  return LLVM::GEPOp::create(b, loc, ptr, b.getI8Type(), base, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
+}
+
+void barrier(OpBuilder &b, Location loc) { NVVM::Barrier0Op::create(b, loc); }
+
+Type storageType(Type element) {
+  if (element.isInteger(1))
+    return IntegerType::get(element.getContext(), 8);
+  if (isa<LLVM::LLVMPointerType>(element))
+    return IntegerType::get(element.getContext(), 64);
+  return element;
+}
+
+Value toStorage(OpBuilder &b, Location loc, Value value) {
+  Type type = value.getType();
+  if (type.isInteger(1))
+    return LLVM::ZExtOp::create(b, loc, b.getI8Type(), value);
+  if (isa<LLVM::LLVMPointerType>(type))
+    return LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), value);
+  return value;
+}
+
+Value fromStorage(OpBuilder &b, Location loc, Value stored, Type element) {
+  if (element.isInteger(1))
+    return LLVM::TruncOp::create(b, loc, element, stored);
+  if (isa<LLVM::LLVMPointerType>(element))
+    return LLVM::IntToPtrOp::create(b, loc, element, stored);
+  return stored;
+}
+
+Value ptx(OpBuilder &b, Location loc, Type resultType, StringRef code, StringRef constraints,
+          ValueRange operands, bool sideEffects) {
+  TypeRange results = resultType ? TypeRange(resultType) : TypeRange();
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, results, operands, code, constraints, sideEffects, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT), ArrayAttr());
+  return resultType ? op.getResult(0) : Value();
+}
+
+StringRef ptxConstraint(unsigned bits) {
+  if (bits <= 16)
+    return "h";
+  return bits <= 32 ? "r" : "l";
+}
+
+void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
+                       ArrayRef<Value> registers, Type element) {
+  std::vector<Values> coords = registerCoordinates(b, loc, layout);
+  Type stored = storageType(element);
+  for (size_t r = 0; r < registers.size(); ++r) {
+    Value index = linearIndex(b, loc, coords[r], layout.shape());
+    Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
+    LLVM::StoreOp::create(b, loc, toStorage(b, loc, registers[r]), ptr);
+  }
+}
+
+Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element) {
+  Type stored = storageType(element);
+  Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
+  return fromStorage(b, loc, LLVM::LoadOp::create(b, loc, stored, ptr), element);
+}
+
+} // namespace tessera::tile::lowering

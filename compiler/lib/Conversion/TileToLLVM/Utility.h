@@ -1,0 +1,78 @@
+// Helpers shared by the tile -> LLVM patterns: per-thread registers of a tile, thread
+// coordinates under a layout, shared memory and predicated PTX.
+#ifndef TESSERA_CONVERSION_TILETOLLVM_UTILITY_H
+#define TESSERA_CONVERSION_TILETOLLVM_UTILITY_H
+
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace tessera::tile::lowering {
+
+using mlir::Location;
+using mlir::OpBuilder;
+using mlir::Type;
+using mlir::Value;
+using Values = llvm::SmallVector<Value>;
+
+/// The LLVM type converter of tile programs: pointers become global pointers, tiles structs
+/// of their per-thread registers, block pointers structs of base, shape, strides, offsets.
+class TileTypeConverter : public mlir::LLVMTypeConverter {
+public:
+  explicit TileTypeConverter(mlir::MLIRContext *context);
+};
+
+/// The registers of a converted tile, and back.
+Values unpack(OpBuilder &b, Location loc, Value structValue);
+Value pack(OpBuilder &b, Location loc, Type structType, mlir::ValueRange values);
+
+Value i32Constant(OpBuilder &b, Location loc, int64_t value);
+Value constantOf(OpBuilder &b, Location loc, Type type, int64_t value);
+
+/// Thread index within the CTA, its lane and its warp.
+struct ThreadId {
+  Value lane, warp;
+};
+ThreadId threadId(OpBuilder &b, Location loc);
+
+/// Coordinates (i32) of every register of this thread under `layout`.
+std::vector<Values> registerCoordinates(OpBuilder &b, Location loc,
+                                        const layout::LinearLayout &layout);
+
+/// Row-major linear index (i32) of `coord` in `shape`.
+Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
+                  llvm::ArrayRef<int64_t> shape);
+
+/// The kernel's shared buffer at `offset` bytes (a `!llvm.ptr<3>`).
+Value sharedMemory(OpBuilder &b, Location loc, mlir::Operation *op, int64_t offset);
+void barrier(OpBuilder &b, Location loc);
+
+/// A value of element type `element` as it is stored in memory (i1 as i8, pointers as i64) and
+/// back.
+Type storageType(Type element);
+Value toStorage(OpBuilder &b, Location loc, Value value);
+Value fromStorage(OpBuilder &b, Location loc, Value stored, Type element);
+
+/// Inline PTX; `resultType` null for none.
+Value ptx(OpBuilder &b, Location loc, Type resultType, llvm::StringRef code,
+          llvm::StringRef constraints, mlir::ValueRange operands, bool sideEffects);
+
+/// The PTX register class ("h", "r", "l") and bit-size suffix of an integer of `bits`.
+llvm::StringRef ptxConstraint(unsigned bits);
+
+/// Write the registers of a tile laid out by `layout` to shared memory at `base` in row-major
+/// order, and read elements of it back.
+void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
+                       llvm::ArrayRef<Value> registers, Type element);
+Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element);
+
+// Pattern sets.
+void populateMemoryOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+void populateComputeOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
+
+} // namespace tessera::tile::lowering
+
+#endif // TESSERA_CONVERSION_TILETOLLVM_UTILITY_H

@@ -1,0 +1,152 @@
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace tessera::tile {
+
+BlockedEncodingAttr defaultBlockedLayout(MLIRContext *context, ArrayRef<int64_t> shape,
+                                         int numWarps, int vector) {
+  int rank = static_cast<int>(shape.size());
+  int64_t numel = 1;
+  for (int64_t s : shape)
+    numel *= s;
+  SmallVector<unsigned> spt(rank, 1), tpw(rank, 1), wpc(rank, 1), order;
+  // Vectors along the last dimension, but not so long that threads go idle.
+  int64_t perThread = std::max<int64_t>(1, numel / (32 * numWarps));
+  spt[rank - 1] = static_cast<unsigned>(std::min<int64_t>({vector, shape[rank - 1], perThread}));
+  unsigned lanes = 32;
+  for (int d = rank - 1; d >= 0 && lanes > 1; --d) {
+    unsigned fit = static_cast<unsigned>(std::max<int64_t>(1, shape[d] / spt[d]));
+    tpw[d] = std::min(lanes, fit);
+    lanes /= tpw[d];
+  }
+  tpw[0] *= lanes;
+  unsigned warps = numWarps;
+  for (int d = 0; d < rank && warps > 1; ++d) {
+    unsigned fit = static_cast<unsigned>(std::max<int64_t>(1, shape[d] / (spt[d] * tpw[d])));
+    wpc[d] = std::min(warps, fit);
+    warps /= wpc[d];
+  }
+  wpc[0] *= warps;
+  for (int d = rank - 1; d >= 0; --d)
+    order.push_back(d);
+  return BlockedEncodingAttr::get(context, spt, tpw, wpc, order);
+}
+
+Attribute transposedSourceLayout(Attribute resultLayout, ArrayRef<int32_t> order) {
+  auto blocked = dyn_cast<BlockedEncodingAttr>(resultLayout);
+  if (!blocked)
+    return {};
+  size_t rank = order.size();
+  SmallVector<unsigned> spt(rank), tpw(rank), wpc(rank), srcOrder;
+  for (size_t i = 0; i < rank; ++i) {
+    spt[order[i]] = blocked.getSizePerThread()[i];
+    tpw[order[i]] = blocked.getThreadsPerWarp()[i];
+    wpc[order[i]] = blocked.getWarpsPerCTA()[i];
+  }
+  for (unsigned d : blocked.getOrder())
+    srcOrder.push_back(order[d]);
+  return BlockedEncodingAttr::get(resultLayout.getContext(), spt, tpw, wpc, srcOrder);
+}
+
+Attribute encodingOf(Value value) {
+  if (auto tensor = dyn_cast<RankedTensorType>(value.getType()))
+    return tensor.getEncoding();
+  return {};
+}
+
+RankedTensorType withEncoding(Type tensorType, Attribute encoding) {
+  auto tensor = cast<RankedTensorType>(tensorType);
+  return RankedTensorType::get(tensor.getShape(), tensor.getElementType(), encoding);
+}
+
+std::function<layout::Coord(const layout::Coord &)> sourceCoordinate(Operation *op) {
+  auto srcType = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto dstType = cast<RankedTensorType>(op->getResult(0).getType());
+  layout::Coord srcShape(srcType.getShape().begin(), srcType.getShape().end());
+  layout::Coord dstShape(dstType.getShape().begin(), dstType.getShape().end());
+  if (isa<BroadcastOp>(op))
+    return [srcShape](const layout::Coord &c) { return layout::broadcastSource(srcShape, c); };
+  if (auto expand = dyn_cast<ExpandDimsOp>(op)) {
+    int axis = static_cast<int>(expand.getAxis());
+    return [axis](const layout::Coord &c) { return layout::expandDimsSource(axis, c); };
+  }
+  if (auto trans = dyn_cast<TransOp>(op)) {
+    std::vector<int> order(trans.getOrder().begin(), trans.getOrder().end());
+    return [order](const layout::Coord &c) { return layout::transSource(order, c); };
+  }
+  if (isa<ReshapeOp>(op))
+    return [srcShape, dstShape](const layout::Coord &c) {
+      return layout::reshapeSource(srcShape, dstShape, c);
+    };
+  return [](const layout::Coord &c) { return c; }; // convert_layout
+}
+
+layout::LinearLayout resultInSource(Operation *op) {
+  auto srcType = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto dstType = cast<RankedTensorType>(op->getResult(0).getType());
+  layout::LinearLayout dst = toLinearLayout(dstType.getEncoding(), dstType.getShape());
+  auto fn = sourceCoordinate(op);
+  auto mapAll = [&fn](const layout::Bases &bases) {
+    layout::Bases out;
+    for (const auto &basis : bases)
+      out.push_back(fn(basis));
+    return out;
+  };
+  return layout::LinearLayout(
+      layout::Coord(srcType.getShape().begin(), srcType.getShape().end()),
+      mapAll(dst.registers()), mapAll(dst.lanes()), mapAll(dst.warps()));
+}
+
+std::optional<std::vector<int64_t>> registerMove(Operation *op) {
+  auto srcType = cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!srcType.getEncoding() || !encodingOf(op->getResult(0)))
+    return std::nullopt;
+  return resultInSource(op).registersFrom(toLinearLayout(srcType.getEncoding(), srcType.getShape()));
+}
+
+int64_t storageBytes(Type elementType) {
+  if (isa<PointerType>(elementType))
+    return 8;
+  return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
+}
+
+int64_t scratchBytes(Operation *op) {
+  auto bytesOf = [](Type type) {
+    auto tensor = cast<RankedTensorType>(type);
+    return tensor.getNumElements() * storageBytes(tensor.getElementType());
+  };
+  if (isa<ConvertLayoutOp, BroadcastOp, ExpandDimsOp, TransOp, ReshapeOp>(op))
+    return registerMove(op) ? 0 : bytesOf(op->getOperand(0).getType());
+  if (auto reduce = dyn_cast<ReduceOp>(op)) {
+    auto src = reduce.getSrc().getType();
+    layout::LinearLayout layout = toLinearLayout(src.getEncoding(), src.getShape());
+    int64_t warpsAlongAxis = 1;
+    for (const auto &basis : layout.warps())
+      if (basis[reduce.getAxis()] != 0)
+        warpsAlongAxis *= 2;
+    if (warpsAlongAxis == 1)
+      return 0;
+    int64_t rest = src.getNumElements() / src.getDimSize(reduce.getAxis());
+    // Partial values, and for argmax/argmin their i32 indices.
+    return warpsAlongAxis * rest * (storageBytes(src.getElementType()) + 4);
+  }
+  if (auto dot = dyn_cast<DotOp>(op))
+    return bytesOf(dot.getA().getType()) + bytesOf(dot.getB().getType());
+  return 0;
+}
+
+int numWarpsOf(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  if (!func && isa<func::FuncOp>(op))
+    func = cast<func::FuncOp>(op);
+  if (func)
+    if (auto attr = func->getAttrOfType<IntegerAttr>(kNumWarpsAttrName))
+      return static_cast<int>(attr.getInt());
+  return 4;
+}
+
+} // namespace tessera::tile

@@ -1,0 +1,146 @@
+// The whole compiler, stage by stage: traced tile IR -> layouts -> shared memory -> LLVM/NVVM
+// -> LLVM IR -> PTX. TESSERA_DUMP_IR=<dir> writes every stage to <dir>/<kernel>.<n>-<stage>.
+#include "tessera/compiler/Compiler.h"
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Target/PTX.h"
+#include "tessera/compiler/Transforms/Passes.h"
+#include "tessera/error.h"
+
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <fstream>
+
+namespace tessera::compiler {
+namespace {
+
+/// Writes each stage's text to $TESSERA_DUMP_IR/<kernel>.<n>-<stage> when that is set.
+class StageDumper {
+public:
+  explicit StageDumper(std::string kernel) : kernel_(std::move(kernel)) {
+    if (const char *dir = std::getenv("TESSERA_DUMP_IR"))
+      dir_ = dir;
+  }
+  void operator()(const char *stage, const std::string &text) {
+    if (dir_.empty())
+      return;
+    llvm::sys::fs::create_directories(dir_);
+    std::ofstream(dir_ + "/" + kernel_ + "." + std::to_string(++count_) + "-" + stage) << text;
+  }
+  void operator()(const char *stage, mlir::ModuleOp module) {
+    if (dir_.empty())
+      return;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    (*this)(stage, text);
+  }
+
+private:
+  std::string kernel_, dir_;
+  int count_ = 0;
+};
+
+/// Runs one stage's passes; failures become a tessera::Error with MLIR's diagnostics.
+void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stage,
+              const std::function<void(mlir::OpPassManager &)> &build) {
+  mlir::PassManager pm(module->getContext());
+  build(pm);
+  std::string messages;
+  mlir::ScopedDiagnosticHandler handler(module->getContext(), [&](mlir::Diagnostic &diag) {
+    llvm::raw_string_ostream os(messages);
+    os << "\n  " << diag.str();
+    for (const mlir::Diagnostic &note : diag.getNotes())
+      os << "\n    note: " << note.str();
+    return mlir::success();
+  });
+  if (failed(pm.run(module)))
+    throw Error("kernel '" + kernel + "': compiler stage '" + stage + "' failed:" + messages);
+}
+
+/// The config's num_warps (default 4) on the kernel, checked.
+int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
+  int warps = 4;
+  module->walk([&](mlir::func::FuncOp func) {
+    auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
+    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_warps") : mlir::IntegerAttr())
+      warps = static_cast<int>(attr.getInt());
+    func->setAttr(tile::kNumWarpsAttrName, mlir::Builder(module->getContext()).getI32IntegerAttr(warps));
+  });
+  if (warps < 1 || warps > 32 || (warps & (warps - 1)))
+    throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
+                std::to_string(warps));
+  return warps;
+}
+
+} // namespace
+
+std::string Target::arch() const {
+  return "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
+}
+
+std::string version() { return std::string("tessera-0.1/llvm-") + LLVM_VERSION_STRING; }
+
+CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
+  mlir::DialectRegistry registry;
+  registry.insert<tile::TileDialect, mlir::arith::ArithDialect, mlir::math::MathDialect,
+                  mlir::scf::SCFDialect, mlir::func::FuncDialect, mlir::cf::ControlFlowDialect,
+                  mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect>();
+  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
+  if (!module)
+    throw Error("kernel '" + traced.name() + "': the traced IR does not parse back");
+  const std::string &name = traced.name();
+  StageDumper dump(name);
+  CompiledKernel result;
+  result.name = name;
+  result.num_warps = setNumWarps(*module, name);
+  dump("tile.mlir", *module);
+
+  runStage(*module, name, "tile", [](mlir::OpPassManager &pm) {
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+  });
+  dump("tile-opt.mlir", *module);
+
+  runStage(*module, name, "layouts", [](mlir::OpPassManager &pm) {
+    pm.addPass(createTileAssignLayouts());
+    pm.addPass(createTileRemoveLayoutConversions());
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+    pm.addPass(createTileAllocateSharedMemory());
+  });
+  dump("layouts.mlir", *module);
+  module->walk([&](mlir::func::FuncOp func) {
+    if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
+      result.shared_memory = bytes.getInt();
+  });
+
+  runStage(*module, name, "llvm", [](mlir::OpPassManager &pm) {
+    pm.addPass(createTileConvertToLLVM());
+    pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+  });
+  dump("llvm.mlir", *module);
+
+  result.ptx = translateToPTX(*module, target,
+                              [&](const char *stage, const std::string &text) { dump(stage, text); });
+  dump("ptx", result.ptx);
+  return result;
+}
+
+} // namespace tessera::compiler

@@ -1,0 +1,184 @@
+// tile-assign-layouts: every tile gets a layout encoding (see Passes.td).
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_TILEASSIGNLAYOUTS
+#include "tessera/compiler/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera::tile;
+
+namespace {
+
+bool isTile(Type type) { return isa<RankedTensorType>(type); }
+
+class Assigner {
+public:
+  Assigner(func::FuncOp func) : builder(func.getContext()), numWarps(numWarpsOf(func)) {
+    // Vectors of 16 bytes of the narrowest element the kernel moves through memory.
+    int64_t narrowest = 4;
+    func.walk([&](Operation *op) {
+      if (isa<LoadOp, StoreOp, AtomicRMWOp>(op))
+        narrowest = std::min(narrowest, storageBytes(getPointeeType(
+                                            getElementTypeOrSelf(op->getOperand(0).getType()))));
+    });
+    vector = static_cast<int>(16 / narrowest);
+  }
+
+  void assignBlock(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block))
+      assignOp(&op);
+  }
+
+private:
+  OpBuilder builder;
+  int numWarps;
+  int vector;
+
+  Attribute defaultLayout(Type type) {
+    return defaultBlockedLayout(builder.getContext(), cast<RankedTensorType>(type).getShape(),
+                                numWarps, vector);
+  }
+
+  void setLayout(Value value, Attribute encoding) {
+    value.setType(withEncoding(value.getType(), encoding));
+  }
+
+  /// Make `operand` (if it is a tile) arrive in `encoding`.
+  void require(OpOperand &operand, Attribute encoding) {
+    Value value = operand.get();
+    if (!value || !isTile(value.getType()) || encodingOf(value) == encoding)
+      return;
+    builder.setInsertionPoint(operand.getOwner());
+    operand.set(ConvertLayoutOp::create(builder, value.getLoc(),
+                                        withEncoding(value.getType(), encoding), value));
+  }
+
+  void requireAll(Operation *op, Attribute encoding) {
+    for (OpOperand &operand : op->getOpOperands())
+      require(operand, encoding);
+  }
+
+  void assignConstant(arith::ConstantOp op) {
+    auto type = withEncoding(op.getType(), defaultLayout(op.getType()));
+    auto value = cast<DenseElementsAttr>(op.getValue()).reshape(type);
+    builder.setInsertionPoint(op);
+    op.replaceAllUsesWith(arith::ConstantOp::create(builder, op.getLoc(), type, value).getResult());
+    op.erase();
+  }
+
+  void assignYield(scf::YieldOp yield) {
+    Operation *parent = yield->getParentOp();
+    for (OpOperand &operand : yield->getOpOperands()) {
+      unsigned i = operand.getOperandNumber();
+      if (!isTile(operand.get().getType()))
+        continue;
+      if (auto loop = dyn_cast<scf::ForOp>(parent)) {
+        require(operand, encodingOf(loop.getRegionIterArgs()[i]));
+      } else if (auto branch = dyn_cast<scf::IfOp>(parent)) {
+        // The then-branch decides the result layouts; the else-branch follows.
+        Value result = branch.getResult(i);
+        if (yield->getParentRegion() == &branch.getThenRegion())
+          setLayout(result, encodingOf(operand.get()));
+        else
+          require(operand, encodingOf(result));
+      }
+    }
+  }
+
+  void assignOp(Operation *op) {
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      for (auto [arg, init, result] :
+           llvm::zip(loop.getRegionIterArgs(), loop.getInitArgs(), loop.getResults())) {
+        arg.setType(init.getType());
+        result.setType(init.getType());
+      }
+      assignBlock(*loop.getBody());
+      return;
+    }
+    if (auto branch = dyn_cast<scf::IfOp>(op)) {
+      assignBlock(branch.getThenRegion().front());
+      if (!branch.getElseRegion().empty())
+        assignBlock(branch.getElseRegion().front());
+      return;
+    }
+    if (auto yield = dyn_cast<scf::YieldOp>(op))
+      return assignYield(yield);
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      if (isTile(constant.getType()))
+        assignConstant(constant);
+      return;
+    }
+    if (auto store = dyn_cast<StoreOp>(op)) {
+      if (isTile(store.getPtr().getType()))
+        requireAll(op, encodingOf(store.getPtr()));
+      return;
+    }
+    if (op->getNumResults() == 0 || !isTile(op->getResult(0).getType()))
+      return;
+
+    Value result = op->getResult(0);
+    if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      setLayout(result, SliceEncodingAttr::get(op->getContext(), reduce.getAxis(),
+                                               encodingOf(reduce.getSrc())));
+    } else if (auto expand = dyn_cast<ExpandDimsOp>(op)) {
+      auto slice = dyn_cast<SliceEncodingAttr>(encodingOf(expand.getSrc()));
+      if (slice && slice.getDim() == expand.getAxis()) {
+        setLayout(result, slice.getParent());
+      } else {
+        Attribute layout = defaultLayout(result.getType());
+        setLayout(result, layout);
+        require(op->getOpOperand(0),
+                SliceEncodingAttr::get(op->getContext(), expand.getAxis(), layout));
+      }
+    } else if (isa<BroadcastOp>(op)) {
+      Attribute layout = defaultLayout(result.getType());
+      setLayout(result, layout);
+      require(op->getOpOperand(0), layout);
+    } else if (auto trans = dyn_cast<TransOp>(op)) {
+      Attribute layout = defaultLayout(result.getType());
+      setLayout(result, layout);
+      require(op->getOpOperand(0), transposedSourceLayout(layout, trans.getOrder()));
+    } else if (isa<ReshapeOp, MakeRangeOp, SplatOp, BlockLoadOp, ConvertLayoutOp>(op)) {
+      if (!encodingOf(result))
+        setLayout(result, defaultLayout(result.getType()));
+    } else if (isa<LoadOp, DotOp>(op)) {
+      Attribute layout = defaultLayout(result.getType());
+      setLayout(result, layout);
+      for (OpOperand &operand : op->getOpOperands())
+        if (!isa<DotOp>(op) || operand.getOperandNumber() == 2) // dot reads a and b from shared memory
+          require(operand, layout);
+    } else if (auto atomic = dyn_cast<AtomicRMWOp>(op)) {
+      Attribute layout = encodingOf(atomic.getPtr());
+      setLayout(result, layout);
+      requireAll(op, layout);
+    } else {
+      // Elementwise: the first tile operand decides.
+      Attribute layout;
+      for (Value operand : op->getOperands())
+        if (isTile(operand.getType()) && !layout)
+          layout = encodingOf(operand);
+      if (!layout)
+        layout = defaultLayout(result.getType());
+      requireAll(op, layout);
+      for (Value r : op->getResults())
+        setLayout(r, layout);
+    }
+  }
+};
+
+struct TileAssignLayoutsPass : tessera::impl::TileAssignLayoutsBase<TileAssignLayoutsPass> {
+  void runOnOperation() override {
+    getOperation().walk([](func::FuncOp func) {
+      if (!func.isExternal())
+        Assigner(func).assignBlock(func.getBody().front());
+    });
+  }
+};
+
+} // namespace

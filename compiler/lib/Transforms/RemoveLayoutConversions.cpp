@@ -1,0 +1,92 @@
+// tile-remove-layout-conversions (see Passes.td).
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_TILEREMOVELAYOUTCONVERSIONS
+#include "tessera/compiler/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera::tile;
+
+namespace {
+
+constexpr int kMaxDepth = 8;
+
+/// The layout operand `index` of `op` needs for `op`'s result to be in `layout`, when `op` is
+/// rebuilt in that layout; null when that is not a simple rule.
+Attribute operandLayoutFor(Operation *op, unsigned index, Attribute layout) {
+  if (isa<BroadcastOp>(op))
+    return isa<BlockedEncodingAttr>(layout) ? layout : Attribute();
+  if (auto expand = dyn_cast<ExpandDimsOp>(op))
+    return SliceEncodingAttr::get(op->getContext(), expand.getAxis(), layout);
+  return layout; // elementwise
+}
+
+bool isCheapElementwise(Operation *op) {
+  return (op->hasTrait<OpTrait::Elementwise>() || isa<AddPtrOp>(op)) && isPure(op) &&
+         op->getNumResults() == 1;
+}
+
+/// Whether `value` can be rebuilt in `layout` from ranges, splats and constants.
+bool canRebuild(Value value, Attribute layout, int depth) {
+  Operation *op = value.getDefiningOp();
+  if (!op || depth > kMaxDepth || !layout)
+    return false;
+  if (isa<MakeRangeOp, SplatOp, arith::ConstantOp>(op))
+    return true;
+  if (!isa<BroadcastOp, ExpandDimsOp>(op) && !isCheapElementwise(op))
+    return false;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+    if (isa<RankedTensorType>(operand.getType()) &&
+        !canRebuild(operand, operandLayoutFor(op, i, layout), depth + 1))
+      return false;
+  return true;
+}
+
+Value rebuild(PatternRewriter &rewriter, Value value, Attribute layout) {
+  Operation *op = value.getDefiningOp();
+  auto type = withEncoding(value.getType(), layout);
+  if (type == value.getType())
+    return value;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return arith::ConstantOp::create(rewriter, op->getLoc(), type,
+                                     cast<DenseElementsAttr>(constant.getValue()).reshape(type));
+  SmallVector<Value> operands;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+    operands.push_back(isa<RankedTensorType>(operand.getType())
+                           ? rebuild(rewriter, operand, operandLayoutFor(op, i, layout))
+                           : operand);
+  OperationState state(op->getLoc(), op->getName(), operands, TypeRange{type}, op->getAttrs());
+  return rewriter.create(state)->getResult(0);
+}
+
+/// convert_layout(x) -> x rebuilt in the target layout, when x is cheap index math.
+struct RebuildInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvertLayoutOp op, PatternRewriter &rewriter) const override {
+    Attribute layout = op.getType().getEncoding();
+    if (!canRebuild(op.getSrc(), layout, 0))
+      return failure();
+    rewriter.replaceOp(op, rebuild(rewriter, op.getSrc(), layout));
+    return success();
+  }
+};
+
+struct TileRemoveLayoutConversionsPass
+    : tessera::impl::TileRemoveLayoutConversionsBase<TileRemoveLayoutConversionsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RebuildInTargetLayout>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
