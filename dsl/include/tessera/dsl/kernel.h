@@ -4,16 +4,27 @@
 
 #include "tessera/dsl/tile.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+namespace tessera::jit {
+class KernelCache;
+/// Where a kernel's compiled specializations live; shared by copies of the kernel.
+struct KernelCacheSlot {
+  std::once_flag created;
+  std::shared_ptr<KernelCache> cache;
+};
+} // namespace tessera::jit
 
 namespace tessera::dsl {
 
@@ -63,6 +74,31 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
+/// Programs to launch along x, y and z.
+struct Grid {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+/// One argument of a launch: a device pointer or a number (checked against the signature).
+class LaunchArg {
+public:
+  enum class Kind { Pointer, Integer, Float };
+  LaunchArg(const void *pointer) : kind_(Kind::Pointer), int_(reinterpret_cast<intptr_t>(pointer)) {}
+  LaunchArg(std::nullptr_t) : LaunchArg(static_cast<const void *>(nullptr)) {}
+  template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  LaunchArg(T value) : kind_(Kind::Integer), int_(static_cast<int64_t>(value)) {}
+  template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  LaunchArg(T value) : kind_(Kind::Float), float_(static_cast<double>(value)) {}
+  Kind kind() const { return kind_; }
+  int64_t integer() const { return int_; }
+  double floating() const { return float_; }
+
+private:
+  Kind kind_;
+  int64_t int_ = 0;
+  double float_ = 0;
+};
+
 class Kernel {
 public:
   using Body = std::function<void(const std::vector<Tile> &args, const Config &config)>;
@@ -74,10 +110,20 @@ public:
   /// Trace the body for `config` into a verified tile-dialect module.
   TracedKernel trace(const Config &config = {}) const;
 
+  /// Run `grid` programs on the GPU: traced and compiled on first use per config (cached in
+  /// memory and in $TESSERA_CACHE_DIR), then launched on the default stream. Arguments are
+  /// device pointers and numbers matching the signature. Defined in the jit library.
+  template <typename... Args> void launch(Grid grid, const Config &config, Args &&...args) const {
+    launch_on(nullptr, grid, config, {LaunchArg(args)...});
+  }
+  /// The same on `stream` (a CUstream; nullptr for the default stream).
+  void launch_on(void *stream, Grid grid, const Config &config, const std::vector<LaunchArg> &args) const;
+
 private:
   std::string name_;
   std::vector<ArgSpec> signature_;
   Body body_;
+  std::shared_ptr<jit::KernelCacheSlot> cache_ = std::make_shared<jit::KernelCacheSlot>();
 };
 
 namespace detail {

@@ -1,0 +1,110 @@
+// The CUDA runtime tessera needs, over the Driver API (loaded at run time, so that programs
+// built with tessera start, and skip GPU work with a clear reason, on machines without one).
+#ifndef TESSERA_JIT_RUNTIME_H
+#define TESSERA_JIT_RUNTIME_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tessera::jit {
+
+/// Whether a CUDA GPU can be used; if not, `why` says what is missing.
+bool gpu_available(std::string *why = nullptr);
+
+struct DeviceInfo {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int sm_count = 0;
+  int memory_clock_khz = 0;
+  size_t memory_bytes = 0;
+  int driver_version = 0;    // e.g. 13000 for CUDA 13.0
+  /// "NVIDIA H200/132SM/2619MHz": what tuning results and caches are keyed by.
+  std::string model() const;
+};
+
+/// The current device (device 0 unless CUDA_VISIBLE_DEVICES says otherwise); its primary
+/// context is made current on first use.
+DeviceInfo current_device();
+
+/// Device memory, freed with the object.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer();
+
+  void *data() const { return reinterpret_cast<void *>(ptr_); }
+  size_t size() const { return bytes_; }
+  void copy_from_host(const void *host, size_t bytes);
+  void copy_to_host(void *host, size_t bytes) const;
+  /// Every byte set to `value` (0xFF poisons floats with NaN).
+  void fill_bytes(uint8_t value);
+
+private:
+  uint64_t ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// A CUDA stream (nullptr: the legacy default stream).
+class Stream {
+public:
+  Stream();
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  void *handle() const { return handle_; }
+  void synchronize() const;
+
+private:
+  void *handle_ = nullptr;
+};
+
+/// A CUDA event for timing.
+class Event {
+public:
+  Event();
+  ~Event();
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  void record(void *stream = nullptr);
+  void synchronize() const;
+  /// Milliseconds from `start` to this event (both recorded and completed).
+  float elapsed_since(const Event &start) const;
+
+private:
+  void *handle_ = nullptr;
+};
+
+/// Wait for all work on the device.
+void synchronize();
+
+/// A loaded PTX module and one of its functions.
+class LoadedKernel {
+public:
+  LoadedKernel(const std::string &ptx, const std::string &name, int num_warps, int64_t shared_memory);
+  ~LoadedKernel();
+  LoadedKernel(const LoadedKernel &) = delete;
+  LoadedKernel &operator=(const LoadedKernel &) = delete;
+
+  /// Launch on `stream` with a grid of programs; `params` point at each argument's bytes.
+  void launch(unsigned gx, unsigned gy, unsigned gz, void **params, void *stream) const;
+  int registers() const;
+  int spilled_bytes() const;
+
+private:
+  void *module_ = nullptr;
+  void *function_ = nullptr;
+  std::string name_;
+  int threads_;
+  int64_t shared_memory_;
+};
+
+} // namespace tessera::jit
+
+#endif // TESSERA_JIT_RUNTIME_H

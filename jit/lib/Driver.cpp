@@ -1,0 +1,89 @@
+#include "Driver.h"
+
+#include "tessera/error.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace tessera::jit::driver {
+namespace {
+
+struct Loaded {
+  Api api;
+  std::string error; // why there is no GPU, empty when there is one
+  CUcontext context = nullptr;
+};
+
+const Loaded &loaded() {
+  static Loaded state = [] {
+    Loaded s;
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      s.error = "the CUDA driver (libcuda.so.1) is not installed: " + std::string(dlerror());
+      return s;
+    }
+#define TESSERA_LOAD(name)                                                                     \
+  s.api.name = reinterpret_cast<decltype(s.api.name)>(dlsym(library, #name));                   \
+  if (!s.api.name) {                                                                           \
+    s.error = std::string("libcuda.so.1 lacks ") + #name;                                     \
+    return s;                                                                                  \
+  }
+    TESSERA_DRIVER_FUNCTIONS(TESSERA_LOAD)
+#undef TESSERA_LOAD
+    CUresult result = s.api.cuInit(0);
+    int count = 0;
+    if (result == CUDA_SUCCESS)
+      result = s.api.cuDeviceGetCount(&count);
+    if (result != CUDA_SUCCESS || count == 0) {
+      const char *name = nullptr;
+      s.api.cuGetErrorName(result, &name);
+      s.error = count == 0 && result == CUDA_SUCCESS ? "no CUDA device is visible"
+                                                     : std::string("cuInit failed: ") + (name ? name : "?");
+      return s;
+    }
+    CUdevice device;
+    if (s.api.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+        s.api.cuDevicePrimaryCtxRetain(&s.context, device) != CUDA_SUCCESS)
+      s.error = "cannot retain the primary context of device 0";
+    return s;
+  }();
+  return state;
+}
+
+} // namespace
+
+bool available(std::string *why) {
+  const Loaded &s = loaded();
+  if (why)
+    *why = s.error;
+  return s.error.empty();
+}
+
+const Api &api() {
+  const Loaded &s = loaded();
+  if (!s.error.empty())
+    throw Error("no usable GPU: " + s.error);
+  // The primary context is current on every thread that uses tessera.
+  thread_local bool current = false;
+  if (!current) {
+    check(s.api.cuCtxSetCurrent(s.context), "cuCtxSetCurrent");
+    current = true;
+  }
+  return s.api;
+}
+
+void check(CUresult result, const char *call) {
+  if (result == CUDA_SUCCESS)
+    return;
+  const Api &a = loaded().api;
+  const char *name = nullptr, *text = nullptr;
+  if (a.cuGetErrorName)
+    a.cuGetErrorName(result, &name);
+  if (a.cuGetErrorString)
+    a.cuGetErrorString(result, &text);
+  throw Error(std::string(call) + " failed: " + (name ? std::string(name) : "CUDA error " + std::to_string(result)) +
+              (text ? std::string(" (") + text + ")" : std::string()));
+}
+
+} // namespace tessera::jit::driver

@@ -1,0 +1,134 @@
+// Kernel::launch_on: argument checks, the specialization cache (memory, then disk, then the
+// compiler) and cuLaunchKernel.
+#include "tessera/jit/Cache.h"
+#include "tessera/jit/Runtime.h"
+
+#include "tessera/compiler/Compiler.h"
+#include "tessera/dsl/kernel.h"
+#include "tessera/error.h"
+
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+namespace tessera::jit {
+
+class KernelCache {
+public:
+  std::mutex mutex;
+  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> loaded;
+};
+
+namespace {
+
+const compiler::Target &deviceTarget() {
+  static const compiler::Target target = [] {
+    DeviceInfo info = current_device();
+    return compiler::Target{info.major, info.minor};
+  }();
+  return target;
+}
+
+std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {
+  std::string text;
+  for (const dsl::ArgSpec &arg : signature)
+    text += (text.empty() ? "" : ", ") + arg.str();
+  return "(" + text + ")";
+}
+
+/// The bytes of each argument as the kernel's parameter, checked against the signature.
+void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signature,
+             const std::vector<dsl::LaunchArg> &args, std::vector<uint64_t> &storage) {
+  if (args.size() != signature.size())
+    throw Error("kernel '" + kernel + "': expects " + std::to_string(signature.size()) +
+                " arguments " + signatureText(signature) + ", got " + std::to_string(args.size()));
+  storage.assign(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const dsl::ArgSpec &spec = signature[i];
+    const dsl::LaunchArg &arg = args[i];
+    auto fail = [&](const std::string &what) {
+      throw Error("kernel '" + kernel + "': argument " + std::to_string(i) + " (" + spec.str() +
+                  ") " + what);
+    };
+    using Kind = dsl::LaunchArg::Kind;
+    if (spec.pointer) {
+      if (arg.kind() != Kind::Pointer)
+        fail("must be a device pointer, got a number");
+      storage[i] = static_cast<uint64_t>(arg.integer());
+      continue;
+    }
+    if (arg.kind() == Kind::Pointer)
+      fail("must be a number, got a pointer");
+    if (dsl::is_float(spec.dtype)) {
+      double value = arg.kind() == Kind::Float ? arg.floating() : static_cast<double>(arg.integer());
+      if (spec.dtype == dsl::DType::f32) {
+        float f = static_cast<float>(value);
+        std::memcpy(&storage[i], &f, sizeof(f));
+      } else if (spec.dtype == dsl::DType::f64) {
+        std::memcpy(&storage[i], &value, sizeof(value));
+      } else {
+        fail("has a dtype kernels cannot take as a scalar argument");
+      }
+      continue;
+    }
+    if (arg.kind() != Kind::Integer)
+      fail("must be an integer, got a floating-point number");
+    int64_t value = arg.integer();
+    int bits = dsl::bit_width(spec.dtype);
+    if (bits < 64) {
+      int64_t lo = -(int64_t(1) << (bits - 1)), hi = (int64_t(1) << (bits - 1)) - 1;
+      if (value < lo || value > hi)
+        fail(std::to_string(value) + " does not fit in " + dsl::to_string(spec.dtype));
+    }
+    std::memcpy(&storage[i], &value, static_cast<size_t>(std::max(1, bits / 8)));
+  }
+}
+
+/// Compile `kernel` for `config` on this device, or take it from the disk cache.
+std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config &config) {
+  dsl::TracedKernel traced = kernel.trace(config);
+  const compiler::Target &target = deviceTarget();
+  std::string key = cache_key(traced.str(), target);
+  std::optional<compiler::CompiledKernel> compiled = cache_load(key);
+  if (!compiled) {
+    compiled = compiler::compile(traced, target);
+    cache_store(key, *compiled);
+  }
+  return std::make_unique<LoadedKernel>(compiled->ptx, compiled->name, compiled->num_warps,
+                                        compiled->shared_memory);
+}
+
+} // namespace
+} // namespace tessera::jit
+
+namespace tessera::dsl {
+
+void Kernel::launch_on(void *stream, Grid grid, const Config &config,
+                       const std::vector<LaunchArg> &args) const {
+  std::vector<uint64_t> storage;
+  jit::marshal(name_, signature_, args, storage);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+    return; // no programs, nothing to do
+  if (grid.x > uint32_t(std::numeric_limits<int32_t>::max()) || grid.y > 65535 || grid.z > 65535)
+    throw Error("kernel '" + name_ + "': grid (" + std::to_string(grid.x) + ", " +
+                std::to_string(grid.y) + ", " + std::to_string(grid.z) +
+                ") exceeds the GPU's limits (2^31-1, 65535, 65535)");
+  std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
+  jit::KernelCache &cache = *cache_->cache;
+  std::string key = config.str();
+  const jit::LoadedKernel *loaded;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto &slot = cache.loaded[key];
+    if (!slot)
+      slot = jit::build(*this, config);
+    loaded = slot.get();
+  }
+  std::vector<void *> params(storage.size());
+  for (size_t i = 0; i < storage.size(); ++i)
+    params[i] = &storage[i];
+  loaded->launch(grid.x, grid.y, grid.z, params.data(), stream);
+}
+
+} // namespace tessera::dsl

@@ -1,0 +1,159 @@
+#include "tessera/jit/Runtime.h"
+
+#include "Driver.h"
+#include "tessera/error.h"
+
+#include <utility>
+
+namespace tessera::jit {
+
+bool gpu_available(std::string *why) { return driver::available(why); }
+
+std::string DeviceInfo::model() const {
+  return name + "/" + std::to_string(sm_count) + "SM/" + std::to_string(memory_clock_khz / 1000) + "MHz";
+}
+
+DeviceInfo current_device() {
+  const auto &api = driver::api();
+  CUdevice device;
+  TESSERA_CU(cuDeviceGet(&device, 0));
+  DeviceInfo info;
+  char name[256] = {};
+  TESSERA_CU(cuDeviceGetName(name, sizeof(name), device));
+  info.name = name;
+  auto attribute = [&](CUdevice_attribute which) {
+    int value = 0;
+    driver::check(api.cuDeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");
+    return value;
+  };
+  info.major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info.minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info.memory_clock_khz = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  TESSERA_CU(cuDeviceTotalMem_v2(&info.memory_bytes, device));
+  TESSERA_CU(cuDriverGetVersion(&info.driver_version));
+  return info;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  CUdeviceptr ptr = 0;
+  if (bytes)
+    TESSERA_CU(cuMemAlloc_v2(&ptr, bytes));
+  ptr_ = ptr;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  std::swap(ptr_, other.ptr_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_)
+    driver::api().cuMemFree_v2(ptr_); // never throw from a destructor
+}
+
+void DeviceBuffer::copy_from_host(const void *host, size_t bytes) {
+  if (bytes > bytes_)
+    throw Error("copy_from_host: " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
+  if (bytes)
+    TESSERA_CU(cuMemcpyHtoD_v2(ptr_, host, bytes));
+}
+
+void DeviceBuffer::copy_to_host(void *host, size_t bytes) const {
+  if (bytes > bytes_)
+    throw Error("copy_to_host: " + std::to_string(bytes) + " bytes from a buffer of " + std::to_string(bytes_));
+  if (bytes)
+    TESSERA_CU(cuMemcpyDtoH_v2(host, ptr_, bytes));
+}
+
+void DeviceBuffer::fill_bytes(uint8_t value) {
+  if (bytes_)
+    TESSERA_CU(cuMemsetD8_v2(ptr_, value, bytes_));
+}
+
+Stream::Stream() {
+  CUstream stream;
+  TESSERA_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  handle_ = stream;
+}
+
+Stream::~Stream() { driver::api().cuStreamDestroy_v2(static_cast<CUstream>(handle_)); }
+
+void Stream::synchronize() const { TESSERA_CU(cuStreamSynchronize(static_cast<CUstream>(handle_))); }
+
+Event::Event() {
+  CUevent event;
+  TESSERA_CU(cuEventCreate(&event, CU_EVENT_DEFAULT));
+  handle_ = event;
+}
+
+Event::~Event() { driver::api().cuEventDestroy_v2(static_cast<CUevent>(handle_)); }
+
+void Event::record(void *stream) {
+  TESSERA_CU(cuEventRecord(static_cast<CUevent>(handle_), static_cast<CUstream>(stream)));
+}
+
+void Event::synchronize() const { TESSERA_CU(cuEventSynchronize(static_cast<CUevent>(handle_))); }
+
+float Event::elapsed_since(const Event &start) const {
+  float ms = 0;
+  TESSERA_CU(cuEventElapsedTime(&ms, static_cast<CUevent>(start.handle_), static_cast<CUevent>(handle_)));
+  return ms;
+}
+
+void synchronize() { TESSERA_CU(cuCtxSynchronize()); }
+
+LoadedKernel::LoadedKernel(const std::string &ptx, const std::string &name, int num_warps,
+                           int64_t shared_memory)
+    : name_(name), threads_(32 * num_warps), shared_memory_(shared_memory) {
+  char log[8192] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUmodule module;
+  CUresult result = driver::api().cuModuleLoadDataEx(&module, ptx.c_str(), 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    try {
+      driver::check(result, "cuModuleLoadDataEx");
+    } catch (const Error &error) {
+      throw Error("loading kernel '" + name + "': " + error.what() + "\n" + log);
+    }
+  }
+  module_ = module;
+  CUfunction function;
+  TESSERA_CU(cuModuleGetFunction(&function, module, name.c_str()));
+  function_ = function;
+  if (shared_memory > 48 * 1024)
+    TESSERA_CU(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  static_cast<int>(shared_memory)));
+}
+
+LoadedKernel::~LoadedKernel() {
+  if (module_)
+    driver::api().cuModuleUnload(static_cast<CUmodule>(module_));
+}
+
+void LoadedKernel::launch(unsigned gx, unsigned gy, unsigned gz, void **params, void *stream) const {
+  CUresult result = driver::api().cuLaunchKernel(
+      static_cast<CUfunction>(function_), gx, gy, gz, threads_, 1, 1,
+      static_cast<unsigned>(shared_memory_), static_cast<CUstream>(stream), params, nullptr);
+  if (result != CUDA_SUCCESS)
+    driver::check(result, ("cuLaunchKernel(" + name_ + ")").c_str());
+}
+
+int LoadedKernel::registers() const {
+  int value = 0;
+  TESSERA_CU(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_NUM_REGS, static_cast<CUfunction>(function_)));
+  return value;
+}
+
+int LoadedKernel::spilled_bytes() const {
+  int value = 0;
+  TESSERA_CU(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, static_cast<CUfunction>(function_)));
+  return value;
+}
+
+} // namespace tessera::jit

@@ -1,0 +1,396 @@
+// The example kernels on the GPU against independent references (NVRTC-compiled CUDA C++ or a
+// CPU loop), with random inputs, ragged sizes and outputs poisoned before every run.
+#include "gpu_util.h"
+
+#include "attention.h"
+#include "layernorm.h"
+#include "matmul.h"
+#include "softmax.h"
+#include "vector_add.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::dsl;
+using namespace tessera::testing;
+
+int64_t nextPowerOfTwo(int64_t n) {
+  int64_t p = 1;
+  while (p < n)
+    p *= 2;
+  return p;
+}
+
+bool isPoison(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits == 0xFFFFFFFFu;
+}
+
+double maxAbsError(const std::vector<float> &a, const std::vector<float> &b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i]))
+      return std::numeric_limits<double>::infinity();
+    if (!std::isnan(a[i]))
+      worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  }
+  return worst;
+}
+
+// --- vector add ---------------------------------------------------------------------------------
+
+class VectorAdd : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(VectorAdd, MatchesReferenceBitwiseAndWritesNothingPastN) {
+  const int n = GetParam(), pad = 64;
+  static const char *source = R"(
+    extern "C" __global__ void ref_add(const float *x, const float *y, float *out, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) out[i] = x[i] + y[i];
+    })";
+  auto reference = jit::nvrtc_kernel(source, "ref_add");
+  auto dx = upload(random_floats(n, 1)), dy = upload(random_floats(n, 2));
+  auto out = poisoned((n + pad) * 4), expected = poisoned(n * 4);
+  void *xp = dx.data(), *yp = dy.data(), *ep = expected.data();
+  int count = n;
+  launch_reference(*reference, (n + 127) / 128, {&xp, &yp, &ep, &count});
+  examples::vector_add().launch({static_cast<uint32_t>(cdiv(n, 1024))}, {{"BLOCK", 1024}},
+                                dx.data(), dy.data(), out.data(), n);
+  jit::synchronize();
+  auto got = download<float>(out, n + pad), want = download<float>(expected, n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], want[i]) << "at " << i;
+  for (int i = n; i < n + pad; ++i)
+    ASSERT_TRUE(isPoison(got[i])) << "wrote past n at " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, VectorAdd, ::testing::Values(1, 17, 1000, 1024, 4097, (1 << 20) + 3));
+
+// --- softmax ------------------------------------------------------------------------------------
+
+const char *kSoftmaxReference = R"(
+  extern "C" __global__ void ref_softmax(const float *in, float *out, int rows, int cols,
+                                         long long in_stride, long long out_stride) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float *x = in + row * in_stride;
+    double m = -1e300, s = 0;
+    for (int c = 0; c < cols; ++c) m = fmax(m, (double)x[c]);
+    for (int c = 0; c < cols; ++c) s += exp((double)x[c] - m);
+    for (int c = 0; c < cols; ++c) out[row * out_stride + c] = (float)(exp((double)x[c] - m) / s);
+  })";
+
+struct SoftmaxCase {
+  int cols;
+  bool half;
+};
+
+class Softmax : public GpuTest, public ::testing::WithParamInterface<SoftmaxCase> {};
+
+TEST_P(Softmax, MatchesFloat64Reference) {
+  const auto [cols, half] = GetParam();
+  const int rows = 37;
+  const int64_t inStride = cols + 3, outStride = cols; // a strided input
+  auto values = random_floats(rows * inStride, 3, -8, 8);
+  if (half)
+    for (float &v : values)
+      v = from_half(to_half(v));
+  auto reference = jit::nvrtc_kernel(kSoftmaxReference, "ref_softmax");
+  auto din = upload(values);
+  auto expected = poisoned(rows * outStride * 4);
+  void *ip = din.data(), *ep = expected.data();
+  int r = rows, c = cols;
+  long long is = inStride, os = outStride;
+  launch_reference(*reference, (rows + 127) / 128, {&ip, &ep, &r, &c, &is, &os});
+  auto want = download<float>(expected, rows * outStride);
+
+  int64_t block = nextPowerOfTwo(cols);
+  Config config{{"BLOCK", block}, {"num_warps", std::clamp<int64_t>(block / 512, 1, 16)}};
+  std::vector<float> got(rows * outStride);
+  if (half) {
+    std::vector<uint16_t> h(values.size());
+    std::transform(values.begin(), values.end(), h.begin(), to_half);
+    auto dh = upload(h);
+    auto out = poisoned(rows * outStride * 2);
+    examples::softmax<f16>().launch({uint32_t(rows)}, config, dh.data(), out.data(), cols, inStride, outStride);
+    jit::synchronize();
+    auto raw = download<uint16_t>(out, rows * outStride);
+    std::transform(raw.begin(), raw.end(), got.begin(), from_half);
+  } else {
+    auto out = poisoned(rows * outStride * 4);
+    examples::softmax<f32>().launch({uint32_t(rows)}, config, din.data(), out.data(), cols, inStride, outStride);
+    jit::synchronize();
+    got = download<float>(out, rows * outStride);
+  }
+  EXPECT_LE(maxAbsError(got, want), half ? 1e-3 : 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Softmax,
+                         ::testing::Values(SoftmaxCase{1, false}, SoftmaxCase{17, false},
+                                           SoftmaxCase{1000, false}, SoftmaxCase{4096, false},
+                                           SoftmaxCase{16384, false}, SoftmaxCase{1000, true},
+                                           SoftmaxCase{16384, true}),
+                         [](const auto &info) {
+                           return std::to_string(info.param.cols) + (info.param.half ? "_f16" : "_f32");
+                         });
+
+// --- layer norm ---------------------------------------------------------------------------------
+
+class LayerNorm : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LayerNorm, MatchesFloat64Reference) {
+  const int cols = GetParam(), rows = 29;
+  const float eps = 1e-5f;
+  static const char *source = R"(
+    extern "C" __global__ void ref_layernorm(const float *x, const float *w, const float *b, float *y,
+                                             int rows, int cols, float eps) {
+      int row = blockIdx.x * blockDim.x + threadIdx.x;
+      if (row >= rows) return;
+      const float *v = x + (long long)row * cols;
+      double mean = 0, var = 0;
+      for (int c = 0; c < cols; ++c) mean += v[c];
+      mean /= cols;
+      for (int c = 0; c < cols; ++c) var += (v[c] - mean) * (v[c] - mean);
+      var /= cols;
+      double rstd = 1.0 / sqrt(var + eps);
+      for (int c = 0; c < cols; ++c) y[(long long)row * cols + c] = (float)((v[c] - mean) * rstd * w[c] + b[c]);
+    })";
+  auto reference = jit::nvrtc_kernel(source, "ref_layernorm");
+  auto dx = upload(random_floats(rows * cols, 4, -3, 5));
+  auto dw = upload(random_floats(cols, 5, 0.5, 1.5)), db = upload(random_floats(cols, 6));
+  auto out = poisoned(rows * cols * 4), expected = poisoned(rows * cols * 4);
+  void *xp = dx.data(), *wp = dw.data(), *bp = db.data(), *ep = expected.data();
+  int r = rows, c = cols;
+  float e = eps;
+  launch_reference(*reference, 1, {&xp, &wp, &bp, &ep, &r, &c, &e});
+  int64_t block = nextPowerOfTwo(cols);
+  examples::layernorm<f32>().launch({uint32_t(rows)}, {{"BLOCK", block}, {"num_warps", std::clamp<int64_t>(block / 512, 1, 8)}},
+                                    dx.data(), dw.data(), db.data(), out.data(), cols, eps);
+  jit::synchronize();
+  EXPECT_LE(maxAbsError(download<float>(out, rows * cols), download<float>(expected, rows * cols)), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, LayerNorm, ::testing::Values(1, 100, 1024, 5000));
+
+// --- reductions along either axis, across lanes and warps ---------------------------------------
+
+class Reductions : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(Reductions, SumMaxArgmaxArgminAlongBothAxes) {
+  const int warps = GetParam(), M = 64, N = 128;
+  Kernel k = kernel("reductions", [](Ptr<f32> x, Ptr<f32> colsum, Ptr<f32> rowmax, Ptr<i32> rowarg,
+                                     Ptr<i32> colarg, Ptr<f32> total) {
+    Tile rows = expand_dims(arange(0, 64), 1), cols = expand_dims(arange(0, 128), 0);
+    Tile v = load(x + rows * 128 + cols);
+    store(colsum + arange(0, 128), sum(v, 0));
+    store(rowmax + arange(0, 64), max(v, 1));
+    store(rowarg + arange(0, 64), argmax(v, 1));
+    store(colarg + arange(0, 128), argmin(v, 0));
+    store(total, sum(sum(v, 1), 0));
+  });
+  auto x = random_floats(M * N, 7);
+  x[5 * N + 9] = x[5 * N + 100] = 7.0f; // a tie: argmax takes the first index
+  auto dx = upload(x);
+  auto colsum = poisoned(N * 4), rowmax = poisoned(M * 4), rowarg = poisoned(M * 4),
+       colarg = poisoned(N * 4), total = poisoned(4);
+  k.launch({1}, {{"num_warps", warps}}, dx.data(), colsum.data(), rowmax.data(), rowarg.data(),
+           colarg.data(), total.data());
+  jit::synchronize();
+  auto cs = download<float>(colsum, N), rm = download<float>(rowmax, M), t = download<float>(total, 1);
+  auto ra = download<int32_t>(rowarg, M), ca = download<int32_t>(colarg, N);
+  double all = 0;
+  for (int j = 0; j < N; ++j) {
+    double s = 0;
+    int arg = 0;
+    for (int i = 0; i < M; ++i) {
+      s += x[i * N + j];
+      if (x[i * N + j] < x[arg * N + j])
+        arg = i;
+    }
+    all += s;
+    EXPECT_NEAR(cs[j], s, 1e-4) << "column " << j;
+    EXPECT_EQ(ca[j], arg) << "column " << j;
+  }
+  for (int i = 0; i < M; ++i) {
+    int arg = int(std::max_element(x.begin() + i * N, x.begin() + (i + 1) * N) - (x.begin() + i * N));
+    EXPECT_EQ(rm[i], x[i * N + arg]) << "row " << i;
+    EXPECT_EQ(ra[i], arg) << "row " << i;
+  }
+  EXPECT_NEAR(t[0], all, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Warps, Reductions, ::testing::Values(1, 4, 8));
+
+// --- atomics, masks, scalar stores --------------------------------------------------------------
+
+TEST_F(GpuTest, AtomicHistogramAndSum) {
+  const int n = 10007, bins = 16;
+  Kernel k = kernel("histogram", [](Ptr<i32> values, Ptr<i32> counts, Ptr<f32> x, Ptr<f32> total, Int n) {
+    Tile i = program_id(0) * 256 + arange(0, 256);
+    Tile ok = i < n;
+    atomic_add(counts + load(values + i, ok, 0), 1, ok);
+    atomic_add(total + i * 0, load(x + i, ok, 0.0), ok);
+  });
+  std::vector<int32_t> values(n);
+  std::vector<int> want(bins, 0);
+  for (int i = 0; i < n; ++i) {
+    values[i] = (i * 7 + i / 3) % bins;
+    ++want[values[i]];
+  }
+  std::vector<float> x(n, 0.25f);
+  auto dv = upload(values), dx = upload(x);
+  jit::DeviceBuffer counts(bins * 4), total(4);
+  counts.fill_bytes(0);
+  total.fill_bytes(0);
+  k.launch({uint32_t(cdiv(n, 256))}, {}, dv.data(), counts.data(), dx.data(), total.data(), n);
+  jit::synchronize();
+  auto got = download<int32_t>(counts, bins);
+  for (int b = 0; b < bins; ++b)
+    EXPECT_EQ(got[b], want[b]) << "bin " << b;
+  EXPECT_EQ(download<float>(total, 1)[0], 0.25f * n);
+}
+
+// --- matmul on CUDA cores -----------------------------------------------------------------------
+
+struct MatmulCase {
+  int M, N, K;
+  bool bf16;
+};
+
+class Matmul : public GpuTest, public ::testing::WithParamInterface<MatmulCase> {};
+
+TEST_P(Matmul, MatchesFloat32Reference) {
+  const auto [M, N, K, bf16] = GetParam();
+  static const char *source = R"(
+    extern "C" __global__ void ref_matmul(const float *a, const float *b, float *c, int M, int N, int K) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i >= M * N) return;
+      int m = i / N, n = i % N;
+      float acc = 0;
+      for (int k = 0; k < K; ++k) acc += a[m * K + k] * b[k * N + n];
+      c[i] = acc;
+    })";
+  auto round = [bf16](float f) { return bf16 ? from_bf16(to_bf16(f)) : from_half(to_half(f)); };
+  auto encode = [bf16](float f) { return bf16 ? to_bf16(f) : to_half(f); };
+  auto a = random_floats(M * K, 8), b = random_floats(K * N, 9);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    a16[i] = encode(a[i] = round(a[i]));
+  for (size_t i = 0; i < b.size(); ++i)
+    b16[i] = encode(b[i] = round(b[i]));
+  auto reference = jit::nvrtc_kernel(source, "ref_matmul");
+  auto da = upload(a), db = upload(b), expected = poisoned(M * N * 4);
+  void *ap = da.data(), *bp = db.data(), *ep = expected.data();
+  int m = M, n = N, kk = K;
+  launch_reference(*reference, (M * N + 127) / 128, {&ap, &bp, &ep, &m, &n, &kk});
+  auto want = download<float>(expected, M * N);
+
+  auto da16 = upload(a16), db16 = upload(b16), out = poisoned(M * N * 2);
+  Config config{{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 32}, {"GROUP_M", 4}};
+  uint32_t programs = static_cast<uint32_t>(cdiv(M, 32) * cdiv(N, 32));
+  Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<f16>();
+  kernel.launch({programs}, config, da16.data(), db16.data(), out.data(), M, N, K, K, 1, N, 1, N, 1);
+  jit::synchronize();
+  auto raw = download<uint16_t>(out, M * N);
+  for (int i = 0; i < M * N; ++i) {
+    float got = bf16 ? from_bf16(raw[i]) : from_half(raw[i]);
+    ASSERT_NEAR(got, want[i], (bf16 ? 8e-3 : 1e-3) * std::abs(want[i]) + 1e-3) << "at " << i / N << "," << i % N;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Matmul,
+                         ::testing::Values(MatmulCase{64, 64, 64, false}, MatmulCase{100, 72, 50, false},
+                                           MatmulCase{17, 130, 33, true}, MatmulCase{129, 31, 96, true}),
+                         [](const auto &info) {
+                           const auto &p = info.param;
+                           return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" +
+                                  std::to_string(p.K) + (p.bf16 ? "_bf16" : "_f16");
+                         });
+
+// --- attention forward --------------------------------------------------------------------------
+
+struct AttentionCase {
+  int nq, nkv;
+};
+
+class Attention : public GpuTest, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(Attention, MatchesFloat32Reference) {
+  const auto [nq, nkv] = GetParam();
+  const int heads = 3, D = 64;
+  const float scale = 0.125f;
+  static const char *source = R"(
+    extern "C" __global__ void ref_attention(const float *q, const float *k, const float *v, float *o,
+                                             float *lse, int heads, int nq, int nkv, float scale) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i >= heads * nq) return;
+      int h = i / nq;
+      const float *qi = q + (long long)i * 64;
+      const float *kh = k + (long long)h * nkv * 64, *vh = v + (long long)h * nkv * 64;
+      float m = -INFINITY;
+      for (int j = 0; j < nkv; ++j) {
+        float s = 0;
+        for (int d = 0; d < 64; ++d) s += qi[d] * kh[j * 64 + d];
+        m = fmaxf(m, s * scale);
+      }
+      float acc[64] = {0}, l = 0;
+      for (int j = 0; j < nkv; ++j) {
+        float s = 0;
+        for (int d = 0; d < 64; ++d) s += qi[d] * kh[j * 64 + d];
+        float p = expf(s * scale - m);
+        l += p;
+        for (int d = 0; d < 64; ++d) acc[d] += p * vh[j * 64 + d];
+      }
+      for (int d = 0; d < 64; ++d) o[(long long)i * 64 + d] = l > 0 ? acc[d] / l : 0.f;
+      lse[i] = l > 0 ? m + logf(l) : -INFINITY;
+    })";
+  auto make = [](int n, uint32_t seed) {
+    auto v = random_floats(n, seed, -2, 2);
+    std::vector<uint16_t> h(n);
+    for (int i = 0; i < n; ++i)
+      h[i] = to_half(v[i]), v[i] = from_half(h[i]);
+    return std::make_pair(v, h);
+  };
+  auto [q, q16] = make(heads * nq * D, 10);
+  auto [k, k16] = make(heads * std::max(nkv, 1) * D, 11);
+  auto [v, v16] = make(heads * std::max(nkv, 1) * D, 12);
+  auto reference = jit::nvrtc_kernel(source, "ref_attention");
+  auto dq = upload(q), dk = upload(k), dv = upload(v);
+  auto eo = poisoned(heads * nq * D * 4), el = poisoned(heads * nq * 4);
+  void *qp = dq.data(), *kp = dk.data(), *vp = dv.data(), *op = eo.data(), *lp = el.data();
+  int hh = heads, a = nq, b = nkv;
+  float s = scale;
+  launch_reference(*reference, (heads * nq + 127) / 128, {&qp, &kp, &vp, &op, &lp, &hh, &a, &b, &s});
+
+  auto dq16 = upload(q16), dk16 = upload(k16), dv16 = upload(v16);
+  auto out = poisoned(heads * nq * D * 2), lse = poisoned(heads * nq * 4);
+  examples::attention_forward<f16>().launch(
+      {uint32_t(cdiv(nq, 64)), uint32_t(heads)}, {{"BLOCK_M", 64}, {"BLOCK_N", 32}, {"HEAD_DIM", 64}},
+      dq16.data(), dk16.data(), dv16.data(), out.data(), lse.data(), nq, nkv, scale);
+  jit::synchronize();
+  auto raw = download<uint16_t>(out, heads * nq * D);
+  std::vector<float> got(raw.size());
+  std::transform(raw.begin(), raw.end(), got.begin(), from_half);
+  EXPECT_LE(maxAbsError(got, download<float>(eo, heads * nq * D)), 2e-3);
+  auto gotLse = download<float>(lse, heads * nq), wantLse = download<float>(el, heads * nq);
+  for (int i = 0; i < heads * nq; ++i) {
+    if (std::isinf(wantLse[i]))
+      EXPECT_TRUE(std::isinf(gotLse[i]) && gotLse[i] < 0) << "row " << i;
+    else
+      EXPECT_NEAR(gotLse[i], wantLse[i], 1e-3) << "row " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lengths, Attention,
+                         ::testing::Values(AttentionCase{113, 77}, AttentionCase{1, 256},
+                                           AttentionCase{64, 1}, AttentionCase{70, 0}),
+                         [](const auto &info) {
+                           return std::to_string(info.param.nq) + "x" + std::to_string(info.param.nkv);
+                         });
+
+} // namespace
