@@ -100,6 +100,13 @@ std::string Config::str() const {
   return text + "}";
 }
 
+std::string Specialization::str() const {
+  std::string text;
+  for (bool divisible : divisible_by_16)
+    text += divisible ? 'D' : '.';
+  return text;
+}
+
 std::string ArgSpec::str() const {
   return pointer ? "ptr<" + to_string(dtype) + ">" : to_string(dtype);
 }
@@ -268,7 +275,7 @@ std::unique_ptr<mlir::MLIRContext> makeContext() {
 }
 } // namespace
 
-TracedKernel Kernel::trace(const Config &config) const {
+TracedKernel Kernel::trace(const Config &config, const Specialization &specialization) const {
   auto impl = std::make_unique<TracedKernel::Impl>();
   impl->name = name_;
   impl->context = makeContext();
@@ -290,6 +297,9 @@ TracedKernel Kernel::trace(const Config &config) const {
     for (const auto &[key, value] : config.values())
       meta.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(value)));
     func->setAttr("tile.config", b.getDictionaryAttr(meta));
+    for (size_t i = 0; i < specialization.divisible_by_16.size() && i < signature_.size(); ++i)
+      if (specialization.divisible_by_16[i])
+        func.setArgAttr(i, "tile.divisibility", b.getI32IntegerAttr(16));
     mlir::Block *entry = func.addEntryBlock();
     b.setInsertionPointToStart(entry);
 

@@ -37,13 +37,16 @@ std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {
   return "(" + text + ")";
 }
 
-/// The bytes of each argument as the kernel's parameter, checked against the signature.
+/// The bytes of each argument as the kernel's parameter, checked against the signature, and
+/// which arguments are multiples of 16 (bytes for pointers).
 void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signature,
-             const std::vector<dsl::LaunchArg> &args, std::vector<uint64_t> &storage) {
+             const std::vector<dsl::LaunchArg> &args, std::vector<uint64_t> &storage,
+             dsl::Specialization &specialization) {
   if (args.size() != signature.size())
     throw Error("kernel '" + kernel + "': expects " + std::to_string(signature.size()) +
                 " arguments " + signatureText(signature) + ", got " + std::to_string(args.size()));
   storage.assign(args.size(), 0);
+  specialization.divisible_by_16.assign(args.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     const dsl::ArgSpec &spec = signature[i];
     const dsl::LaunchArg &arg = args[i];
@@ -56,6 +59,7 @@ void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signatu
       if (arg.kind() != Kind::Pointer)
         fail("must be a device pointer, got a number");
       storage[i] = static_cast<uint64_t>(arg.integer());
+      specialization.divisible_by_16[i] = storage[i] % 16 == 0;
       continue;
     }
     if (arg.kind() == Kind::Pointer)
@@ -82,12 +86,14 @@ void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signatu
         fail(std::to_string(value) + " does not fit in " + dsl::to_string(spec.dtype));
     }
     std::memcpy(&storage[i], &value, static_cast<size_t>(std::max(1, bits / 8)));
+    specialization.divisible_by_16[i] = value % 16 == 0;
   }
 }
 
 /// Compile `kernel` for `config` on this device, or take it from the disk cache.
-std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config &config) {
-  dsl::TracedKernel traced = kernel.trace(config);
+std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config &config,
+                                    const dsl::Specialization &specialization) {
+  dsl::TracedKernel traced = kernel.trace(config, specialization);
   const compiler::Target &target = deviceTarget();
   std::string key = cache_key(traced.str(), target);
   std::optional<compiler::CompiledKernel> compiled = cache_load(key);
@@ -107,7 +113,8 @@ namespace tessera::dsl {
 void Kernel::launch_on(void *stream, Grid grid, const Config &config,
                        const std::vector<LaunchArg> &args) const {
   std::vector<uint64_t> storage;
-  jit::marshal(name_, signature_, args, storage);
+  Specialization specialization;
+  jit::marshal(name_, signature_, args, storage, specialization);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return; // no programs, nothing to do
   if (grid.x > uint32_t(std::numeric_limits<int32_t>::max()) || grid.y > 65535 || grid.z > 65535)
@@ -116,13 +123,13 @@ void Kernel::launch_on(void *stream, Grid grid, const Config &config,
                 ") exceeds the GPU's limits (2^31-1, 65535, 65535)");
   std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
   jit::KernelCache &cache = *cache_->cache;
-  std::string key = config.str();
+  std::string key = config.str() + specialization.str();
   const jit::LoadedKernel *loaded;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto &slot = cache.loaded[key];
     if (!slot)
-      slot = jit::build(*this, config);
+      slot = jit::build(*this, config, specialization);
     loaded = slot.get();
   }
   std::vector<void *> params(storage.size());

@@ -121,6 +121,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     pm.addPass(createTileRemoveLayoutConversions());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
+    pm.addPass(createTileVectorizeMemory());
     pm.addPass(createTileAllocateSharedMemory());
   });
   dump("layouts.mlir", *module);

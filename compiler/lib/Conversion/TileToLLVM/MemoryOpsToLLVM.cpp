@@ -81,6 +81,125 @@ void maskedStore(OpBuilder &b, Location loc, Value ptr, Value value, Value mask)
   ptx(b, loc, Type(), code, "l," + reg + ",b", {ptr, word, mask}, true);
 }
 
+/// `width` consecutive elements as PTX words (b32, or b64 for 64-bit elements), and back.
+struct Words {
+  Type word;          // i32 or i64
+  int64_t count;      // words per vector
+  int64_t perWord;    // elements per word
+};
+
+Words wordsFor(OpBuilder &b, Type stored, int64_t width) {
+  unsigned bits = stored.getIntOrFloatBitWidth();
+  unsigned wordBits = std::max(32u, bits);
+  return {b.getIntegerType(wordBits), static_cast<int64_t>(width * bits / wordBits),
+          static_cast<int64_t>(wordBits / bits)};
+}
+
+Value packWord(OpBuilder &b, Location loc, ArrayRef<Value> storedElements, Type word) {
+  if (storedElements.size() == 1)
+    return toWord(b, loc, storedElements.front());
+  auto vector = VectorType::get({static_cast<int64_t>(storedElements.size())}, storedElements.front().getType());
+  Value v = LLVM::UndefOp::create(b, loc, vector);
+  for (auto [i, element] : llvm::enumerate(storedElements))
+    v = LLVM::InsertElementOp::create(b, loc, v, element, i32Constant(b, loc, i));
+  return LLVM::BitcastOp::create(b, loc, word, v);
+}
+
+Values unpackWord(OpBuilder &b, Location loc, Value word, Type stored, int64_t perWord) {
+  if (perWord == 1)
+    return {fromWord(b, loc, word, stored)};
+  auto vector = VectorType::get({perWord}, stored);
+  Value v = LLVM::BitcastOp::create(b, loc, vector, word);
+  Values out;
+  for (int64_t i = 0; i < perWord; ++i)
+    out.push_back(LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, i)));
+  return out;
+}
+
+std::string operandList(int64_t first, int64_t count) {
+  std::string text = "{";
+  for (int64_t i = 0; i < count; ++i)
+    text += (i ? ", $" : "$") + std::to_string(first + i);
+  return text + "}";
+}
+
+/// `width` (> 1) consecutive elements from `ptr` in one predicated vector load.
+Values vectorLoad(OpBuilder &b, Location loc, Value ptr, Value mask, ArrayRef<Value> others,
+                  Type element, int64_t width) {
+  Type stored = storageType(element);
+  Words words = wordsFor(b, stored, width);
+  unsigned wordBits = words.word.getIntOrFloatBitWidth();
+  std::string reg = ptxConstraint(wordBits).str(), suffix = "b" + std::to_string(wordBits);
+  std::string vector = words.count > 1 ? ".v" + std::to_string(words.count) : "";
+  Values operands{ptr};
+  std::string code, constraints;
+  for (int64_t w = 0; w < words.count; ++w)
+    constraints += "=" + reg + ",";
+  constraints += "l";
+  if (mask) {
+    operands.push_back(mask);
+    constraints += ",b";
+    for (int64_t w = 0; w < words.count; ++w) {
+      Value otherWord = constantOf(b, loc, words.word, 0);
+      if (!others.empty()) {
+        Values part;
+        for (int64_t i = 0; i < words.perWord; ++i)
+          part.push_back(toStorage(b, loc, others[w * words.perWord + i]));
+        otherWord = packWord(b, loc, part, words.word);
+      }
+      operands.push_back(otherWord);
+      constraints += "," + reg;
+      code += "mov." + suffix + " $" + std::to_string(w) + ", $" +
+              std::to_string(words.count + 2 + w) + ";\n\t";
+    }
+    code += "@$" + std::to_string(words.count + 1) + " ";
+  }
+  code += "ld.global" + vector + "." + suffix + " " +
+          (words.count > 1 ? operandList(0, words.count) : std::string("$0")) + ", [$" +
+          std::to_string(words.count) + "];";
+  Type result = words.word;
+  if (words.count > 1)
+    result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(words.count, words.word));
+  Value loaded = ptx(b, loc, result, code, constraints, operands, true);
+  Values elements;
+  for (int64_t w = 0; w < words.count; ++w) {
+    Value word = words.count > 1 ? LLVM::ExtractValueOp::create(b, loc, loaded, w).getResult() : loaded;
+    for (Value e : unpackWord(b, loc, word, stored, words.perWord))
+      elements.push_back(fromStorage(b, loc, e, element));
+  }
+  return elements;
+}
+
+void vectorStore(OpBuilder &b, Location loc, Value ptr, ArrayRef<Value> values, Value mask) {
+  Type stored = storageType(values.front().getType());
+  Words words = wordsFor(b, stored, static_cast<int64_t>(values.size()));
+  unsigned wordBits = words.word.getIntOrFloatBitWidth();
+  std::string reg = ptxConstraint(wordBits).str(), suffix = "b" + std::to_string(wordBits);
+  Values operands{ptr};
+  std::string constraints = "l";
+  for (int64_t w = 0; w < words.count; ++w) {
+    Values part;
+    for (int64_t i = 0; i < words.perWord; ++i)
+      part.push_back(toStorage(b, loc, values[w * words.perWord + i]));
+    operands.push_back(packWord(b, loc, part, words.word));
+    constraints += "," + reg;
+  }
+  std::string code;
+  if (mask) {
+    operands.push_back(mask);
+    constraints += ",b";
+    code = "@$" + std::to_string(words.count + 1) + " ";
+  }
+  code += "st.global" + (words.count > 1 ? ".v" + std::to_string(words.count) : std::string()) + "." +
+          suffix + " [$0], " + (words.count > 1 ? operandList(1, words.count) : std::string("$1")) + ";";
+  ptx(b, loc, Type(), code, constraints, operands, true);
+}
+
+int64_t vectorAttr(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>("tile.vector");
+  return attr ? attr.getInt() : 1;
+}
+
 struct AddPtrLowering : ConvertOpToLLVMPattern<AddPtrOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
@@ -108,10 +227,19 @@ struct LoadLowering : ConvertOpToLLVMPattern<LoadOp> {
     Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
     Values others = registersOf(rewriter, loc, adaptor.getOther());
+    int64_t width = vectorAttr(op);
+    if (storageType(element).getIntOrFloatBitWidth() * width < 32)
+      width = 1;
     Values out;
-    for (size_t r = 0; r < ptrs.size(); ++r)
-      out.push_back(maskedLoad(rewriter, loc, ptrs[r], masks.empty() ? Value() : masks[r],
-                               others.empty() ? Value() : others[r], element));
+    for (size_t r = 0; r < ptrs.size(); r += width) {
+      Value mask = masks.empty() ? Value() : masks[r];
+      if (width == 1) {
+        out.push_back(maskedLoad(rewriter, loc, ptrs[r], mask, others.empty() ? Value() : others[r], element));
+        continue;
+      }
+      ArrayRef<Value> group = others.empty() ? ArrayRef<Value>() : ArrayRef<Value>(others).slice(r, width);
+      out.append(vectorLoad(rewriter, loc, ptrs[r], mask, group, element, width));
+    }
     rewriter.replaceOp(op, result(rewriter, loc, getTypeConverter()->convertType(op.getType()), out));
     return success();
   }
@@ -125,8 +253,16 @@ struct StoreLowering : ConvertOpToLLVMPattern<StoreOp> {
     Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
     Values values = registersOf(rewriter, loc, adaptor.getValue());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
-    for (size_t r = 0; r < ptrs.size(); ++r)
-      maskedStore(rewriter, loc, ptrs[r], values[r], masks.empty() ? Value() : masks[r]);
+    int64_t width = vectorAttr(op);
+    if (storageType(values.front().getType()).getIntOrFloatBitWidth() * width < 32)
+      width = 1;
+    for (size_t r = 0; r < ptrs.size(); r += width) {
+      Value mask = masks.empty() ? Value() : masks[r];
+      if (width == 1)
+        maskedStore(rewriter, loc, ptrs[r], values[r], mask);
+      else
+        vectorStore(rewriter, loc, ptrs[r], ArrayRef<Value>(values).slice(r, width), mask);
+    }
     rewriter.eraseOp(op);
     return success();
   }

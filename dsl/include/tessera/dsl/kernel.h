@@ -56,6 +56,13 @@ struct ArgSpec {
   std::string str() const; // "ptr<f16>", "i32"
 };
 
+/// Facts about launch arguments the compiler may rely on: which pointers are 16-byte aligned
+/// and which integers are multiples of 16 (they decide vector widths). Part of the cache key.
+struct Specialization {
+  std::vector<bool> divisible_by_16; // per argument; empty: nothing known
+  std::string str() const;           // "D.D." (D: divisible)
+};
+
 /// The traced IR of one kernel specialization (owns its MLIR context).
 class TracedKernel {
 public:
@@ -108,7 +115,7 @@ public:
   const std::string &name() const { return name_; }
   const std::vector<ArgSpec> &signature() const { return signature_; }
   /// Trace the body for `config` into a verified tile-dialect module.
-  TracedKernel trace(const Config &config = {}) const;
+  TracedKernel trace(const Config &config = {}, const Specialization &specialization = {}) const;
 
   /// Run `grid` programs on the GPU: traced and compiled on first use per config (cached in
   /// memory and in $TESSERA_CACHE_DIR), then launched on the default stream. Arguments are

@@ -25,6 +25,18 @@ def TileRemoveLayoutConversions : Pass<"tile-remove-layout-conversions", "mlir::
   }];
 }
 
+def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
+  let summary = "Give loads and stores the widest vector access their pointers allow";
+  let description = [{
+    A forward analysis of contiguity (runs of consecutive values), divisibility (the largest
+    power of two dividing a run's first value; bytes for pointers) and constancy (runs of equal
+    values) per dimension, seeded by kernel arguments marked `tile.divisibility` at launch.
+    Each load and store of a blocked tile gets `tile.vector` = the number of
+    consecutive registers one instruction may move: at most the thread's run along the fastest
+    dimension, the pointers' contiguity, 16 bytes, their alignment, and the mask's constancy.
+  }];
+}
+
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{

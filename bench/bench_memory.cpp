@@ -1,0 +1,113 @@
+// Memory-bound kernels on the GPU: vector add and row softmax (fp32, 8192 x 8192) in GB/s, and
+// the host-side cost of launching a cached kernel. Peers (copy bandwidth, torch) come from
+// peers_memory.py in the same device run; JSON lines go to the file given as argv[1].
+#include "softmax.h"
+#include "vector_add.h"
+
+#include "tessera/jit/Runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <vector>
+
+using namespace tessera;
+using namespace tessera::dsl;
+
+namespace {
+
+/// Median milliseconds of `runs` timed runs after `warmup` untimed ones (CUDA events).
+double medianMs(const std::function<void()> &run, int warmup = 10, int runs = 100) {
+  for (int i = 0; i < warmup; ++i)
+    run();
+  jit::synchronize();
+  std::vector<double> times;
+  jit::Event start, stop;
+  for (int i = 0; i < runs; ++i) {
+    start.record();
+    run();
+    stop.record();
+    stop.synchronize();
+    times.push_back(stop.elapsed_since(start));
+  }
+  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
+  return times[runs / 2];
+}
+
+struct Row {
+  std::string what, config;
+  double ms, gbps;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string why;
+  if (!jit::gpu_available(&why)) {
+    std::cerr << "bench_memory: no GPU: " << why << "\n";
+    return 1;
+  }
+  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  jit::DeviceInfo device = jit::current_device();
+  std::vector<Row> rows;
+
+  // Vector add: 3 x 1 GiB.
+  const int64_t n = int64_t(1) << 28;
+  jit::DeviceBuffer x(n * 4), y(n * 4), out(n * 4);
+  x.fill_bytes(0);
+  y.fill_bytes(0);
+  Kernel add = examples::vector_add();
+  Row best{"vector_add_f32", "", 1e30, 0};
+  for (int64_t block : {1024, 2048, 4096, 8192})
+    for (int64_t warps : {4, 8}) {
+      Config config{{"BLOCK", block}, {"num_warps", warps}};
+      double ms = medianMs([&] {
+        add.launch({uint32_t(cdiv(n, block))}, config, x.data(), y.data(), out.data(), int(n));
+      });
+      if (ms < best.ms)
+        best = {"vector_add_f32", config.str(), ms, 3.0 * n * 4 / (ms * 1e6)};
+    }
+  rows.push_back(best);
+
+  // Row softmax, fp32, 8192 x 8192.
+  const int64_t R = 8192, C = 8192;
+  jit::DeviceBuffer in(R * C * 4), sm(R * C * 4);
+  in.fill_bytes(0);
+  Kernel softmax = examples::softmax<f32>();
+  best = {"softmax_f32_8192x8192", "", 1e30, 0};
+  for (int64_t warps : {4, 8, 16, 32}) {
+    Config config{{"BLOCK", C}, {"num_warps", warps}};
+    double ms = medianMs([&] {
+      softmax.launch({uint32_t(R)}, config, in.data(), sm.data(), int(C), C, C);
+    });
+    if (ms < best.ms)
+      best = {"softmax_f32_8192x8192", config.str(), ms, 2.0 * R * C * 4 / (ms * 1e6)};
+  }
+  rows.push_back(best);
+
+  // Host-side launch overhead of a cached kernel (no synchronization between launches).
+  Config tiny{{"BLOCK", 128}, {"num_warps", 4}};
+  add.launch({1}, tiny, x.data(), y.data(), out.data(), 1);
+  jit::synchronize();
+  const int launches = 20000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < launches; ++i)
+    add.launch({1}, tiny, x.data(), y.data(), out.data(), 1);
+  auto t1 = std::chrono::steady_clock::now();
+  jit::synchronize();
+  double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / launches;
+
+  std::printf("%-24s %-40s %10s %10s\n", "kernel", "config", "ms", "GB/s");
+  for (const Row &row : rows) {
+    std::printf("%-24s %-40s %10.4f %10.1f\n", row.what.c_str(), row.config.c_str(), row.ms, row.gbps);
+    json << "{\"kind\": \"tessera\", \"what\": \"" << row.what << "\", \"config\": \"" << row.config
+         << "\", \"ms\": " << row.ms << ", \"gbps\": " << row.gbps << ", \"gpu\": \"" << device.name << "\"}\n";
+  }
+  std::printf("launch overhead (host, cached kernel): %.2f us per launch\n", us);
+  json << "{\"kind\": \"tessera\", \"what\": \"launch_overhead_us\", \"us\": " << us << ", \"gpu\": \""
+       << device.name << "\"}\n";
+  return 0;
+}

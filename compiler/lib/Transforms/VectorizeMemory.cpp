@@ -1,0 +1,207 @@
+// tile-vectorize-memory (see Passes.td): axis analysis and vector widths of memory ops.
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <numeric>
+
+namespace tessera {
+#define GEN_PASS_DEF_TILEVECTORIZEMEMORY
+#include "tessera/compiler/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera::tile;
+
+namespace {
+
+constexpr int64_t kUnbounded = int64_t(1) << 30; // divisibility of 0
+
+int64_t powerOfTwoDividing(int64_t v) {
+  if (v == 0)
+    return kUnbounded;
+  return std::min(kUnbounded, v & -v);
+}
+
+/// Per dimension (one entry for scalars): runs of consecutive values, the power of two
+/// dividing each run's first value, runs of equal values; and the value if it is constant.
+struct AxisInfo {
+  SmallVector<int64_t> contiguity, divisibility, constancy;
+  std::optional<int64_t> constant;
+
+  static AxisInfo unknown(Type type) {
+    auto shape = dyn_cast<RankedTensorType>(type) ? cast<RankedTensorType>(type).getShape() : ArrayRef<int64_t>{};
+    size_t rank = std::max<size_t>(1, shape.size());
+    return {SmallVector<int64_t>(rank, 1), SmallVector<int64_t>(rank, 1), SmallVector<int64_t>(rank, 1), {}};
+  }
+  /// A value equal everywhere (a splat or a scalar) with divisibility `div`.
+  static AxisInfo uniform(Type type, int64_t div, std::optional<int64_t> constant) {
+    AxisInfo info = unknown(type);
+    if (auto tensor = dyn_cast<RankedTensorType>(type))
+      for (int64_t d = 0; d < tensor.getRank(); ++d)
+        info.constancy[d] = tensor.getDimSize(d);
+    for (int64_t &d : info.divisibility)
+      d = div;
+    info.constant = constant;
+    return info;
+  }
+};
+
+class Analysis {
+public:
+  explicit Analysis(func::FuncOp func) {
+    for (BlockArgument arg : func.getArguments()) {
+      int64_t div = 1;
+      if (auto attr = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "tile.divisibility"))
+        div = attr.getInt();
+      if (auto ptr = dyn_cast<PointerType>(arg.getType()))
+        div = std::max<int64_t>(div, storageBytes(ptr.getPointeeType()));
+      infos[arg] = AxisInfo::uniform(arg.getType(), div, {});
+    }
+    func.walk([&](Operation *op) { visit(op); });
+  }
+
+  AxisInfo get(Value v) const {
+    auto it = infos.find(v);
+    return it == infos.end() ? AxisInfo::unknown(v.getType()) : it->second;
+  }
+
+private:
+  llvm::DenseMap<Value, AxisInfo> infos;
+
+  void visit(Operation *op) {
+    if (op->getNumResults() != 1)
+      return;
+    Value result = op->getResult(0);
+    Type type = result.getType();
+    std::optional<AxisInfo> info;
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      APInt value;
+      if (matchPattern(result, m_ConstantInt(&value)))
+        info = AxisInfo::uniform(type, powerOfTwoDividing(value.getSExtValue()), value.getSExtValue());
+    } else if (auto range = dyn_cast<MakeRangeOp>(op)) {
+      info = AxisInfo::unknown(type);
+      info->contiguity[0] = range.getType().getDimSize(0);
+      info->divisibility[0] = powerOfTwoDividing(static_cast<int32_t>(range.getStart()));
+    } else if (isa<SplatOp>(op)) {
+      AxisInfo src = get(op->getOperand(0));
+      info = AxisInfo::uniform(type, src.divisibility[0], src.constant);
+    } else if (isa<arith::AddIOp, AddPtrOp, arith::SubIOp, arith::MulIOp>(op)) {
+      info = combine(op, get(op->getOperand(0)), get(op->getOperand(1)));
+    } else if (isa<arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp, ConvertLayoutOp>(op)) {
+      info = get(op->getOperand(0));
+    } else if (auto expand = dyn_cast<ExpandDimsOp>(op)) {
+      AxisInfo src = get(expand.getSrc());
+      int axis = static_cast<int>(expand.getAxis());
+      info = src;
+      info->contiguity.insert(info->contiguity.begin() + axis, 1);
+      info->divisibility.insert(info->divisibility.begin() + axis, src.divisibility[0]);
+      info->constancy.insert(info->constancy.begin() + axis, 1);
+    } else if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+      info = get(broadcast.getSrc());
+      auto src = broadcast.getSrc().getType();
+      for (int64_t d = 0; d < src.getRank(); ++d)
+        if (src.getDimSize(d) == 1)
+          info->constancy[d] = broadcast.getType().getDimSize(d);
+    } else if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+      info = compare(get(cmp.getLhs()), get(cmp.getRhs()), type);
+    } else if (isa<arith::AndIOp, arith::OrIOp>(op)) {
+      AxisInfo a = get(op->getOperand(0)), b = get(op->getOperand(1));
+      info = AxisInfo::unknown(type);
+      for (size_t d = 0; d < info->constancy.size(); ++d)
+        info->constancy[d] = std::gcd(a.constancy[d], b.constancy[d]);
+    }
+    infos[result] = info ? *info : AxisInfo::unknown(type);
+  }
+
+  AxisInfo combine(Operation *op, const AxisInfo &a, const AxisInfo &b) {
+    AxisInfo out = AxisInfo::unknown(op->getResult(0).getType());
+    int64_t scale = 1; // addptr offsets count elements; divisibility of pointers is in bytes
+    if (auto addptr = dyn_cast<AddPtrOp>(op))
+      scale = storageBytes(getPointeeType(getElementTypeOrSelf(addptr.getPtr().getType())));
+    for (size_t d = 0; d < out.contiguity.size(); ++d) {
+      out.constancy[d] = std::gcd(a.constancy[d], b.constancy[d]);
+      if (isa<arith::MulIOp>(op)) {
+        out.divisibility[d] = std::min(kUnbounded, a.divisibility[d] * b.divisibility[d]);
+        if (b.constant == 1)
+          out.contiguity[d] = a.contiguity[d];
+        else if (a.constant == 1)
+          out.contiguity[d] = b.contiguity[d];
+      } else {
+        out.divisibility[d] = std::gcd(a.divisibility[d], std::min(kUnbounded, b.divisibility[d] * scale));
+        out.contiguity[d] = isa<arith::SubIOp>(op)
+                                ? std::gcd(a.contiguity[d], b.constancy[d])
+                                : std::max(std::gcd(a.contiguity[d], b.constancy[d]),
+                                           std::gcd(b.contiguity[d], a.constancy[d]));
+      }
+    }
+    if (a.constant && b.constant) {
+      if (isa<arith::AddIOp>(op))
+        out.constant = *a.constant + *b.constant;
+      else if (isa<arith::SubIOp>(op))
+        out.constant = *a.constant - *b.constant;
+      else if (isa<arith::MulIOp>(op))
+        out.constant = *a.constant * *b.constant;
+    }
+    return out;
+  }
+
+  /// A comparison of a run of consecutive values with a value constant along it cannot change
+  /// inside blocks that start at multiples of both divisibilities.
+  AxisInfo compare(const AxisInfo &a, const AxisInfo &b, Type type) {
+    AxisInfo out = AxisInfo::unknown(type);
+    for (size_t d = 0; d < out.constancy.size(); ++d) {
+      int64_t same = std::gcd(a.constancy[d], b.constancy[d]);
+      int64_t crossing = std::gcd(std::gcd(a.contiguity[d], a.divisibility[d]),
+                                  std::gcd(b.constancy[d], b.divisibility[d]));
+      out.constancy[d] = std::max(same, crossing);
+    }
+    return out;
+  }
+};
+
+/// The widest vector of one thread's consecutive registers a memory op may move.
+int64_t vectorWidth(const Analysis &analysis, Value ptr, Value mask) {
+  auto type = dyn_cast<RankedTensorType>(ptr.getType());
+  auto blocked = type ? dyn_cast_or_null<BlockedEncodingAttr>(type.getEncoding()) : nullptr;
+  if (!blocked)
+    return 1;
+  unsigned dim = blocked.getOrder()[0];
+  int64_t bytes = storageBytes(getPointeeType(type.getElementType()));
+  AxisInfo p = analysis.get(ptr);
+  int64_t width = std::min<int64_t>({blocked.getSizePerThread()[dim], type.getDimSize(dim),
+                                     p.contiguity[dim], std::max<int64_t>(1, 16 / bytes),
+                                     std::max<int64_t>(1, p.divisibility[dim] / bytes)});
+  if (mask)
+    width = std::min(width, analysis.get(mask).constancy[dim]);
+  int64_t power = 1;
+  while (power * 2 <= width)
+    power *= 2;
+  return power;
+}
+
+struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVectorizeMemoryPass> {
+  void runOnOperation() override {
+    getOperation().walk([](func::FuncOp func) {
+      if (func.isExternal())
+        return;
+      Analysis analysis(func);
+      Builder b(func.getContext());
+      func.walk([&](Operation *op) {
+        Value ptr, mask;
+        if (auto load = dyn_cast<LoadOp>(op))
+          ptr = load.getPtr(), mask = load.getMask();
+        else if (auto store = dyn_cast<StoreOp>(op))
+          ptr = store.getPtr(), mask = store.getMask();
+        else
+          return;
+        op->setAttr("tile.vector", b.getI32IntegerAttr(vectorWidth(analysis, ptr, mask)));
+      });
+    });
+  }
+};
+
+} // namespace
