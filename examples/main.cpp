@@ -1,6 +1,9 @@
 // tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
-// prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX.
+// prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
+// (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones, which
+// takes the vectorized paths). CI assembles every file with ptxas.
 #include "attention.h"
+#include "layernorm.h"
 #include "matmul.h"
 #include "softmax.h"
 #include "vector_add.h"
@@ -35,20 +38,26 @@ int main(int argc, char **argv) {
     Example examples[] = {
         {examples::vector_add(), {{"BLOCK", 1024}}},
         {examples::softmax<f16>(), {{"BLOCK", 4096}, {"num_warps", 8}}},
+        {examples::layernorm<bf16>(), {{"BLOCK", 1024}}},
         {examples::matmul<bf16>([](Tile acc) { return maximum(acc, 0.0); }),
          {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
     for (const Example &example : examples) {
-      TracedKernel traced = example.kernel.trace(example.config);
-      if (printIR)
-        std::cout << "// " << traced.name() << " " << example.config.str() << "\n" << traced.str() << "\n";
-      compiler::CompiledKernel compiled = compiler::compile(traced, compiler::Target{9, 0});
-      std::cout << traced.name() << " " << example.config.str() << ": " << compiled.ptx.size()
-                << " bytes of PTX for sm_90a, " << compiled.num_warps << " warps, "
-                << compiled.shared_memory << " bytes of shared memory\n";
-      if (!ptxDir.empty())
-        std::ofstream(ptxDir + "/" + traced.name() + ".ptx") << compiled.ptx;
+      Specialization aligned{std::vector<bool>(example.kernel.signature().size(), true)};
+      for (const Specialization &specialization : {Specialization{}, aligned}) {
+        TracedKernel traced = example.kernel.trace(example.config, specialization);
+        std::string variant = specialization.divisible_by_16.empty() ? "" : ".aligned";
+        if (printIR)
+          std::cout << "// " << traced.name() << variant << " " << example.config.str() << "\n"
+                    << traced.str() << "\n";
+        compiler::CompiledKernel compiled = compiler::compile(traced, compiler::Target{9, 0});
+        std::cout << traced.name() << variant << " " << example.config.str() << ": "
+                  << compiled.ptx.size() << " bytes of PTX for sm_90a, " << compiled.num_warps
+                  << " warps, " << compiled.shared_memory << " bytes of shared memory\n";
+        if (!ptxDir.empty())
+          std::ofstream(ptxDir + "/" + traced.name() + variant + ".ptx") << compiled.ptx;
+      }
     }
   } catch (const Error &error) {
     std::cerr << "tessera-examples: " << error.what() << "\n";

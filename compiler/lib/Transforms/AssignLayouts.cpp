@@ -162,7 +162,7 @@ private:
       Attribute layout;
       for (Value operand : op->getOperands())
         if (isTile(operand.getType()) && !layout)
-          layout = encodingOf(operand);
+          layout = encodingOf(operand); // null for tiles from outside a kernel
       if (!layout)
         layout = defaultLayout(result.getType());
       requireAll(op, layout);

@@ -360,3 +360,31 @@ func.func @reduce_result(%x: tensor<128x64xf32>) {
   %r = tile.reduce argmax %x {axis = 1 : i32} : tensor<128x64xf32> -> tensor<128xf32>
   return
 }
+
+// -----
+
+func.func @convert_shape(%x: tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>) {
+  // expected-error @+1 {{converts f32[64] to f32[32]: shape and element type must stay}}
+  %y = tile.convert_layout %x : tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>> -> tensor<32xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{blocked layout threadsPerWarp must multiply to 32, got 16}}
+func.func @lanes(%x: tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [16], warpsPerCTA = [4], order = [0]>>) { return }
+
+// -----
+
+// expected-error @+1 {{blocked layout sizes must be powers of two, got 3}}
+func.func @sizes(%x: tensor<64xf32, #tile.blocked<sizePerThread = [3], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>) { return }
+
+// -----
+
+// expected-error @+1 {{blocked layout order must be a permutation of 0..1}}
+func.func @order(%x: tensor<8x8xf32, #tile.blocked<sizePerThread = [1, 1], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 1]>>) { return }
+
+// -----
+
+// expected-error @+1 {{blocked layout parameters must all have the same rank}}
+func.func @rank(%x: tensor<8x8xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>>) { return }

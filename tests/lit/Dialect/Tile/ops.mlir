@@ -121,6 +121,17 @@ func.func @compute(%a: tensor<128x64xf16>, %b: tensor<64x128xf16>, %acc: tensor<
   return
 }
 
+#blocked = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+#rows = #tile.slice<dim = 1, parent = #blocked>
+#flat = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// CHECK-LABEL: func.func @layouts
+// CHECK: tile.convert_layout %{{.*}} : tensor<64xf32, #tile.slice<dim = 1, parent = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>>> -> tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+func.func @layouts(%x: tensor<64xf32, #rows>) -> tensor<64xf32, #flat> {
+  %y = tile.convert_layout %x : tensor<64xf32, #rows> -> tensor<64xf32, #flat>
+  return %y : tensor<64xf32, #flat>
+}
+
 // The kernel form the DSL produces: a func.func marked tile.kernel with loops over tiles.
 // CHECK-LABEL: func.func @kernel
 // CHECK-SAME: attributes {tile.kernel}

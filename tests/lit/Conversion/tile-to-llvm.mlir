@@ -1,0 +1,59 @@
+// RUN: tessera-opt %s -split-input-file -tile-convert-to-llvm -reconcile-unrealized-casts | FileCheck %s
+
+#b = #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// A kernel becomes an llvm.func marked nvvm.kernel with its thread count; tiles become
+// per-thread registers; a 4-wide masked load becomes one predicated ld.global.v4.
+// CHECK-LABEL: llvm.func @copy
+// CHECK-SAME: (%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32)
+// CHECK-SAME: nvvm.kernel
+// CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>
+// CHECK: nvvm.read.ptx.sreg.ctaid.x
+// CHECK: nvvm.read.ptx.sreg.tid.x
+// CHECK: llvm.getelementptr {{.*}} -> !llvm.ptr<1>, f32
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"mov.b32 $0, $6;{{.*}}@$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4];"
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"@$5 st.global.v4.b32 [$0], {$1, $2, $3, $4};"
+// CHECK-NOT: tile.
+func.func @copy(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.shared_memory = 0 : i64} {
+  %c1024 = arith.constant 1024 : i32
+  %pid = tile.program_id x
+  %base = arith.muli %pid, %c1024 : i32
+  %r = tile.make_range 0 to 1024 : tensor<1024xi32, #b>
+  %bs = tile.splat %base : i32 -> tensor<1024xi32, #b>
+  %offs = arith.addi %bs, %r : tensor<1024xi32, #b>
+  %ns = tile.splat %n : i32 -> tensor<1024xi32, #b>
+  %mask = arith.cmpi slt, %offs, %ns : tensor<1024xi32, #b>
+  %zero = arith.constant dense<0.0> : tensor<1024xf32, #b>
+  %xs = tile.splat %x : !tile.ptr<f32> -> tensor<1024x!tile.ptr<f32>, #b>
+  %xp = tile.addptr %xs, %offs : tensor<1024x!tile.ptr<f32>, #b>, tensor<1024xi32, #b>
+  %v = tile.load %xp, %mask, %zero {tile.vector = 4 : i32} : tensor<1024x!tile.ptr<f32>, #b>
+  %ys = tile.splat %y : !tile.ptr<f32> -> tensor<1024x!tile.ptr<f32>, #b>
+  %yp = tile.addptr %ys, %offs : tensor<1024x!tile.ptr<f32>, #b>, tensor<1024xi32, #b>
+  tile.store %yp, %v, %mask {tile.vector = 4 : i32} : tensor<1024x!tile.ptr<f32>, #b>
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// A reduction over a 1-D tile: in-thread, butterfly shuffles across lanes, then the shared
+// buffer across warps between barriers; exp2 is PTX's ex2.approx.
+// CHECK: llvm.mlir.global external @global_smem() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
+// CHECK-LABEL: llvm.func @row_sum
+// CHECK: "ex2.approx.ftz.f32 $0, $1;"
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: llvm.mlir.addressof @global_smem : !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.barrier0
+// CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
+func.func @row_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.shared_memory = 64 : i64} {
+  %r = tile.make_range 0 to 128 : tensor<128xi32, #b>
+  %xs = tile.splat %x : !tile.ptr<f32> -> tensor<128x!tile.ptr<f32>, #b>
+  %xp = tile.addptr %xs, %r : tensor<128x!tile.ptr<f32>, #b>, tensor<128xi32, #b>
+  %v = tile.load %xp : tensor<128x!tile.ptr<f32>, #b>
+  %e = math.exp2 %v : tensor<128xf32, #b>
+  %s = tile.reduce sum %e {axis = 0 : i32, tile.smem_offset = 0 : i64} : tensor<128xf32, #b> -> f32
+  tile.store %out, %s : !tile.ptr<f32>
+  return
+}

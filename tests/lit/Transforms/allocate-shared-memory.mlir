@@ -1,0 +1,31 @@
+// RUN: tessera-opt %s -split-input-file -tile-allocate-shared-memory | FileCheck %s
+
+#big = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>
+#row = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// Scratch lives only while its op runs, so every op starts at offset 0 and the kernel needs
+// the largest: a reduction across 4 warps of 64 partial f32 values and their i32 indices
+// (4 * 64 * 8 = 2048 bytes) beats converting 128 f32 (512 bytes).
+// CHECK-LABEL: func.func @scratch
+// CHECK-SAME: tile.shared_memory = 2048 : i64
+// CHECK: tile.reduce argmax {{.*}}tile.smem_offset = 0 : i64
+// CHECK: tile.convert_layout {{.*}}tile.smem_offset = 0 : i64
+// CHECK: tile.reduce sum
+// CHECK-NOT: smem_offset
+// CHECK: return
+func.func @scratch(%x: tensor<128x64xf32, #big>, %y: tensor<128xf32, #tile.slice<dim = 1, parent = #big>>) {
+  %a = tile.reduce argmax %x {axis = 0 : i32} : tensor<128x64xf32, #big> -> tensor<64xi32, #tile.slice<dim = 0, parent = #big>>
+  %c = tile.convert_layout %y : tensor<128xf32, #tile.slice<dim = 1, parent = #big>> -> tensor<128xf32, #row>
+  // Along dimension 1 the reduction stays inside each warp: no scratch.
+  %s = tile.reduce sum %x {axis = 1 : i32} : tensor<128x64xf32, #big> -> tensor<128xf32, #tile.slice<dim = 1, parent = #big>>
+  return
+}
+
+// -----
+
+// A kernel that needs no shared memory says so.
+// CHECK-LABEL: func.func @none
+// CHECK-SAME: tile.shared_memory = 0 : i64
+func.func @none() {
+  return
+}

@@ -1,0 +1,64 @@
+// RUN: tessera-opt %s -split-input-file -tile-assign-layouts | FileCheck %s
+
+// Loads, ranges and elementwise ops take the default blocked layout of their shape: 16-byte
+// vectors along the last dimension, lanes then warps.
+// CHECK-LABEL: func.func @elementwise
+// CHECK: tile.make_range 0 to 1024 : tensor<1024xi32, #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+// CHECK: tile.load {{.*}} : tensor<1024x!tile.ptr<f32>, #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+// CHECK: arith.addf {{.*}} : tensor<1024xf32, #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+func.func @elementwise(%x: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %r = tile.make_range 0 to 1024 : tensor<1024xi32>
+  %s = tile.splat %x : !tile.ptr<f32> -> tensor<1024x!tile.ptr<f32>>
+  %p = tile.addptr %s, %r : tensor<1024x!tile.ptr<f32>>, tensor<1024xi32>
+  %v = tile.load %p : tensor<1024x!tile.ptr<f32>>
+  %w = arith.addf %v, %v : tensor<1024xf32>
+  tile.store %p, %w : tensor<1024x!tile.ptr<f32>>
+  return
+}
+
+// -----
+
+// A reduction gives the slice of its source's layout; expand_dims of that slice gives the
+// parent back, and broadcasting it is a register move in the same layout: no conversion.
+// CHECK-LABEL: func.func @row_reduction
+// CHECK: tile.reduce max {{.*}} -> tensor<128xf32, #tile.slice<dim = 1, parent = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>>>
+// CHECK: tile.expand_dims {{.*}} -> tensor<128x1xf32, #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>>
+// CHECK: tile.broadcast {{.*}} -> tensor<128x64xf32, #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>>
+// CHECK-NOT: tile.convert_layout
+func.func @row_reduction(%x: !tile.ptr<f32>) attributes {tile.num_warps = 4 : i32} {
+  %ps = tile.splat %x : !tile.ptr<f32> -> tensor<128x64x!tile.ptr<f32>>
+  %y = tile.load %ps : tensor<128x64x!tile.ptr<f32>>
+  %m = tile.reduce max %y {axis = 1 : i32} : tensor<128x64xf32> -> tensor<128xf32>
+  %e = tile.expand_dims %m {axis = 1 : i32} : tensor<128xf32> -> tensor<128x1xf32>
+  %b = tile.broadcast %e : tensor<128x1xf32> -> tensor<128x64xf32>
+  %z = arith.subf %y, %b : tensor<128x64xf32>
+  tile.store %ps, %z : tensor<128x64x!tile.ptr<f32>>
+  return
+}
+
+// -----
+
+// An operand in another layout than its op needs is converted; loop-carried tiles keep their
+// initial layout and the yielded value is converted to it.
+// CHECK-LABEL: func.func @conversions
+// CHECK: %[[R:.*]] = tile.reduce sum
+// CHECK: tile.convert_layout %[[R]] : tensor<64xf32, #tile.slice<{{.*}}>> -> tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+// CHECK: scf.for {{.*}} -> (tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>)
+// CHECK: tile.convert_layout {{.*}} -> tensor<64xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+// CHECK-NEXT: scf.yield
+func.func @conversions(%x: !tile.ptr<f32>, %n: i32) attributes {tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64xf32>
+  %ps = tile.splat %x : !tile.ptr<f32> -> tensor<64x32x!tile.ptr<f32>>
+  %v = tile.load %ps : tensor<64x32x!tile.ptr<f32>>
+  %r = tile.reduce sum %v {axis = 1 : i32} : tensor<64x32xf32> -> tensor<64xf32>
+  %s = arith.addf %zero, %r : tensor<64xf32>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %s) -> (tensor<64xf32>) : i32 {
+    %t = tile.reduce max %v {axis = 1 : i32} : tensor<64x32xf32> -> tensor<64xf32>
+    scf.yield %t : tensor<64xf32>
+  }
+  %p1 = tile.splat %x : !tile.ptr<f32> -> tensor<64x!tile.ptr<f32>>
+  tile.store %p1, %out : tensor<64x!tile.ptr<f32>>
+  return
+}
