@@ -2,6 +2,8 @@
 // CPU loop), with random inputs, ragged sizes and outputs poisoned before every run.
 #include "gpu_util.h"
 
+#include "tessera/jit/Cache.h"
+
 #include "attention.h"
 #include "layernorm.h"
 #include "matmul.h"
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unistd.h>
 
 namespace {
 
@@ -253,6 +256,35 @@ TEST_F(GpuTest, AtomicHistogramAndSum) {
   for (int b = 0; b < bins; ++b)
     EXPECT_EQ(got[b], want[b]) << "bin " << b;
   EXPECT_EQ(download<float>(total, 1)[0], 0.25f * n);
+}
+
+// --- device printing, the disk cache --------------------------------------------------------
+
+TEST_F(GpuTest, DevicePrintShowsProgramIndexAndValue) {
+  Kernel k = kernel("show", [](Int n) { print("v = ", arange(0, 4) * n); });
+  ::testing::internal::CaptureStdout();
+  k.launch({2}, {{"num_warps", 1}}, 5);
+  jit::synchronize();
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("pid (1, 0, 0) idx (3) v = 15"), std::string::npos) << out.substr(0, 500);
+}
+
+TEST_F(GpuTest, AnotherKernelObjectReusesTheDiskCache) {
+  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  const int n = 5000;
+  auto dx = upload(random_floats(n, 20)), dy = upload(random_floats(n, 21));
+  auto first = poisoned(n * 4), second = poisoned(n * 4);
+  examples::vector_add().launch({uint32_t(cdiv(n, 512))}, {{"BLOCK", 512}}, dx.data(), dy.data(), first.data(), n);
+  jit::synchronize();
+  EXPECT_EQ(jit::cache_stats().entries, 1);
+  examples::vector_add().launch({uint32_t(cdiv(n, 512))}, {{"BLOCK", 512}}, dx.data(), dy.data(), second.data(), n);
+  jit::synchronize();
+  EXPECT_EQ(jit::cache_stats().entries, 1); // found, not compiled again
+  EXPECT_EQ(download<float>(first, n), download<float>(second, n));
+  jit::cache_clear();
+  unsetenv("TESSERA_CACHE_DIR");
 }
 
 // --- matmul on CUDA cores -----------------------------------------------------------------------

@@ -57,3 +57,22 @@ func.func @row_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.ke
   tile.store %out, %s : !tile.ptr<f32>
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
+
+// Device printing goes through vprintf, one line per register: the program, the element's
+// index and the value (a percent sign in the prefix is escaped).
+// CHECK-DAG: "pid (%d, %d, %d) idx (%d) x 100%% = %f\0A\00"
+// CHECK-DAG: "pid (%d, %d, %d) n = %d\0A\00"
+// CHECK-LABEL: llvm.func @show
+// CHECK: llvm.call @vprintf
+// CHECK: llvm.call @vprintf
+func.func @show(%n: i32) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %r = tile.make_range 0 to 32 : tensor<32xi32, #b>
+  %f = arith.sitofp %r : tensor<32xi32, #b> to tensor<32xf32, #b>
+  tile.print "x 100% = " %f : tensor<32xf32, #b>
+  tile.print "n = " %n : i32
+  return
+}

@@ -2,6 +2,7 @@
 // ops and layout conversions, reductions, the CUDA-core dot and grid queries.
 #include "Utility.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <map>
@@ -401,13 +402,72 @@ struct GridLowering : ConvertOpToLLVMPattern<OpT> {
   }
 };
 
+/// Device printing: one gpu.printf (vprintf) per register, naming the program and the element.
+struct PrintLowering : ConvertOpToLLVMPattern<PrintOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(PrintOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type i32 = rewriter.getI32Type();
+    Values pid{NVVM::BlockIdXOp::create(rewriter, loc, i32), NVVM::BlockIdYOp::create(rewriter, loc, i32),
+               NVVM::BlockIdZOp::create(rewriter, loc, i32)};
+    std::string prefix;
+    for (char c : op.getPrefix())
+      prefix += c == '%' ? std::string("%%") : std::string(1, c);
+    auto print = [&](const std::string &index, Values indexValues, Value value) {
+      std::string format = "pid (%d, %d, %d)" + index + " " + prefix;
+      Values args(pid);
+      args.append(indexValues);
+      if (value) {
+        Type type = value.getType();
+        if (isa<FloatType>(type)) {
+          if (type.getIntOrFloatBitWidth() < 32)
+            value = LLVM::FPExtOp::create(rewriter, loc, rewriter.getF32Type(), value);
+          format += "%f";
+        } else if (isa<LLVM::LLVMPointerType>(type)) {
+          format += "%p";
+        } else if (type.getIntOrFloatBitWidth() == 64) {
+          format += "%lld";
+        } else {
+          if (type.getIntOrFloatBitWidth() < 32)
+            value = type.isInteger(1) ? LLVM::ZExtOp::create(rewriter, loc, i32, value).getResult()
+                                      : LLVM::SExtOp::create(rewriter, loc, i32, value).getResult();
+          format += "%d";
+        }
+        args.push_back(value);
+      }
+      gpu::PrintfOp::create(rewriter, loc, rewriter.getStringAttr(format + "\n"), args);
+    };
+    if (op.getArgs().empty())
+      print("", {}, Value());
+    for (auto [original, converted] : llvm::zip(op.getArgs(), adaptor.getArgs())) {
+      auto tensor = dyn_cast<RankedTensorType>(original.getType());
+      if (!tensor) {
+        print("", {}, converted);
+        continue;
+      }
+      std::vector<Values> coords =
+          registerCoordinates(rewriter, loc, toLinearLayout(tensor.getEncoding(), tensor.getShape()));
+      Values registers = unpack(rewriter, loc, converted);
+      std::string index = " idx (";
+      for (int64_t d = 0; d < tensor.getRank(); ++d)
+        index += d ? ", %d" : "%d";
+      index += ")";
+      for (size_t r = 0; r < registers.size(); ++r)
+        print(index, coords[r], registers[r]);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   MLIRContext *context = patterns.getContext();
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
-               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, PrintLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);

@@ -18,6 +18,7 @@
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -95,7 +96,7 @@ struct TileConvertToLLVMPass : tessera::impl::TileConvertToLLVMBase<TileConvertT
       populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, converter);
       ConversionTarget target(*context);
       target.addIllegalDialect<TileDialect>();
-      target.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect>();
+      target.addLegalDialect<LLVM::LLVMDialect, NVVM::NVVMDialect, gpu::GPUDialect>();
       target.markUnknownOpDynamicallyLegal([&](Operation *op) { return converter.isLegal(op); });
       target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp func) {
         return converter.isSignatureLegal(func.getFunctionType()) && converter.isLegal(&func.getBody());
@@ -119,6 +120,7 @@ struct TileConvertToLLVMPass : tessera::impl::TileConvertToLLVMBase<TileConvertT
       RewritePatternSet patterns(context);
       patterns.add<FastExponential<math::Exp2Op, false>, FastExponential<math::ExpOp, true>>(converter);
       populateLibDeviceConversionPatterns(converter, patterns, /*benefit=*/2);
+      populateGpuToNVVMConversionPatterns(converter, patterns); // gpu.printf -> vprintf
       arith::populateArithToLLVMConversionPatterns(converter, patterns);
       populateMathToLLVMConversionPatterns(converter, patterns);
       cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);

@@ -55,7 +55,7 @@ def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
     `nvvm.kernel` and their thread count, sharing one `.extern .shared` buffer.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
-                           "::mlir::cf::ControlFlowDialect"];
+                           "::mlir::cf::ControlFlowDialect", "::mlir::gpu::GPUDialect"];
 }
 
 #endif // TESSERA_TRANSFORMS_PASSES
