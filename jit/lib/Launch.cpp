@@ -14,10 +14,17 @@
 
 namespace tessera::jit {
 
+/// A kernel's loaded specializations, found by a hash of (config, specialization) and then
+/// compared in full.
 class KernelCache {
 public:
+  struct Entry {
+    dsl::Config config;
+    uint64_t divisible; // bit i: argument i is a multiple of 16
+    std::unique_ptr<LoadedKernel> kernel;
+  };
   std::mutex mutex;
-  std::unordered_map<std::string, std::unique_ptr<LoadedKernel>> loaded;
+  std::unordered_map<uint64_t, std::vector<Entry>> entries;
 };
 
 namespace {
@@ -37,17 +44,19 @@ std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {
   return "(" + text + ")";
 }
 
+constexpr size_t kMaxArgs = 64;
+
 /// The bytes of each argument as the kernel's parameter, checked against the signature, and
-/// which arguments are multiples of 16 (bytes for pointers).
-void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signature,
-             const std::vector<dsl::LaunchArg> &args, std::vector<uint64_t> &storage,
-             dsl::Specialization &specialization) {
-  if (args.size() != signature.size())
+/// which arguments are multiples of 16 (bytes for pointers) as bits.
+uint64_t marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signature,
+                 const dsl::LaunchArg *args, size_t count, uint64_t *storage) {
+  if (count != signature.size())
     throw Error("kernel '" + kernel + "': expects " + std::to_string(signature.size()) +
-                " arguments " + signatureText(signature) + ", got " + std::to_string(args.size()));
-  storage.assign(args.size(), 0);
-  specialization.divisible_by_16.assign(args.size(), false);
-  for (size_t i = 0; i < args.size(); ++i) {
+                " arguments " + signatureText(signature) + ", got " + std::to_string(count));
+  if (count > kMaxArgs)
+    throw Error("kernel '" + kernel + "': more than " + std::to_string(kMaxArgs) + " arguments");
+  uint64_t divisible = 0;
+  for (size_t i = 0; i < count; ++i) {
     const dsl::ArgSpec &spec = signature[i];
     const dsl::LaunchArg &arg = args[i];
     auto fail = [&](const std::string &what) {
@@ -55,11 +64,12 @@ void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signatu
                   ") " + what);
     };
     using Kind = dsl::LaunchArg::Kind;
+    storage[i] = 0;
     if (spec.pointer) {
       if (arg.kind() != Kind::Pointer)
         fail("must be a device pointer, got a number");
       storage[i] = static_cast<uint64_t>(arg.integer());
-      specialization.divisible_by_16[i] = storage[i] % 16 == 0;
+      divisible |= uint64_t(storage[i] % 16 == 0) << i;
       continue;
     }
     if (arg.kind() == Kind::Pointer)
@@ -86,8 +96,19 @@ void marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signatu
         fail(std::to_string(value) + " does not fit in " + dsl::to_string(spec.dtype));
     }
     std::memcpy(&storage[i], &value, static_cast<size_t>(std::max(1, bits / 8)));
-    specialization.divisible_by_16[i] = value % 16 == 0;
+    divisible |= uint64_t(value % 16 == 0) << i;
   }
+  return divisible;
+}
+
+uint64_t hashOf(const dsl::Config &config, uint64_t divisible) {
+  uint64_t h = 1469598103934665603ull ^ divisible;
+  for (const auto &[name, value] : config.values()) {
+    for (char c : name)
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h = (h ^ static_cast<uint64_t>(value)) * 1099511628211ull;
+  }
+  return h;
 }
 
 /// Compile `kernel` for `config` on this device, or take it from the disk cache.
@@ -110,11 +131,11 @@ std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config
 
 namespace tessera::dsl {
 
-void Kernel::launch_on(void *stream, Grid grid, const Config &config,
-                       const std::vector<LaunchArg> &args) const {
-  std::vector<uint64_t> storage;
-  Specialization specialization;
-  jit::marshal(name_, signature_, args, storage, specialization);
+void Kernel::launch_args(void *stream, Grid grid, const Config &config, const LaunchArg *args,
+                         size_t count) const {
+  uint64_t storage[jit::kMaxArgs];
+  void *params[jit::kMaxArgs];
+  uint64_t divisible = jit::marshal(name_, signature_, args, count, storage);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return; // no programs, nothing to do
   if (grid.x > uint32_t(std::numeric_limits<int32_t>::max()) || grid.y > 65535 || grid.z > 65535)
@@ -123,19 +144,24 @@ void Kernel::launch_on(void *stream, Grid grid, const Config &config,
                 ") exceeds the GPU's limits (2^31-1, 65535, 65535)");
   std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
   jit::KernelCache &cache = *cache_->cache;
-  std::string key = config.str() + specialization.str();
-  const jit::LoadedKernel *loaded;
+  const jit::LoadedKernel *loaded = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    auto &slot = cache.loaded[key];
-    if (!slot)
-      slot = jit::build(*this, config, specialization);
-    loaded = slot.get();
+    std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible)];
+    for (const auto &entry : bucket)
+      if (entry.divisible == divisible && entry.config == config)
+        loaded = entry.kernel.get();
+    if (!loaded) {
+      Specialization specialization;
+      for (size_t i = 0; i < count; ++i)
+        specialization.divisible_by_16.push_back((divisible >> i) & 1);
+      bucket.push_back({config, divisible, jit::build(*this, config, specialization)});
+      loaded = bucket.back().kernel.get();
+    }
   }
-  std::vector<void *> params(storage.size());
-  for (size_t i = 0; i < storage.size(); ++i)
+  for (size_t i = 0; i < count; ++i)
     params[i] = &storage[i];
-  loaded->launch(grid.x, grid.y, grid.z, params.data(), stream);
+  loaded->launch(grid.x, grid.y, grid.z, params, stream);
 }
 
 } // namespace tessera::dsl

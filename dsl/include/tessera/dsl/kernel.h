@@ -42,6 +42,7 @@ public:
   bool has(const std::string &name) const { return values_.count(name) != 0; }
   void set(const std::string &name, int64_t value) { values_[name] = value; }
   const std::map<std::string, int64_t> &values() const { return values_; }
+  bool operator==(const Config &other) const { return values_ == other.values_; }
   /// "{BLOCK=1024, CAUSAL=1}"
   std::string str() const;
 
@@ -117,14 +118,21 @@ public:
   /// Trace the body for `config` into a verified tile-dialect module.
   TracedKernel trace(const Config &config = {}, const Specialization &specialization = {}) const;
 
-  /// Run `grid` programs on the GPU: traced and compiled on first use per config (cached in
-  /// memory and in $TESSERA_CACHE_DIR), then launched on the default stream. Arguments are
-  /// device pointers and numbers matching the signature. Defined in the jit library.
+  /// Run `grid` programs on the GPU: traced and compiled on first use per config and argument
+  /// specialization (cached in memory and in $TESSERA_CACHE_DIR), then launched on the
+  /// default stream. Arguments are device pointers and numbers matching the signature.
+  /// Defined in the jit library.
   template <typename... Args> void launch(Grid grid, const Config &config, Args &&...args) const {
-    launch_on(nullptr, grid, config, {LaunchArg(args)...});
+    launch_on(nullptr, grid, config, std::forward<Args>(args)...);
   }
   /// The same on `stream` (a CUstream; nullptr for the default stream).
-  void launch_on(void *stream, Grid grid, const Config &config, const std::vector<LaunchArg> &args) const;
+  template <typename... Args>
+  void launch_on(void *stream, Grid grid, const Config &config, Args &&...args) const {
+    const LaunchArg packed[] = {LaunchArg(args)..., LaunchArg(nullptr)}; // never empty
+    launch_args(stream, grid, config, packed, sizeof...(Args));
+  }
+  void launch_args(void *stream, Grid grid, const Config &config, const LaunchArg *args,
+                   size_t count) const;
 
 private:
   std::string name_;
