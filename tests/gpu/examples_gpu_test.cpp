@@ -258,6 +258,47 @@ TEST_F(GpuTest, AtomicHistogramAndSum) {
   EXPECT_EQ(download<float>(total, 1)[0], 0.25f * n);
 }
 
+// --- block pointers, trans, reshape, if_ ------------------------------------------------------
+
+TEST_F(GpuTest, BlockPointersTransReshapeAndBranches) {
+  // A ragged M x N matrix: block-load a 32 x 64 tile (out-of-bounds reads zero), write its
+  // transpose and its flattening, and add 1 only in programs whose row block is odd.
+  const int M = 45, N = 100;
+  Kernel k = kernel("shapes", [](Ptr<f32> a, Ptr<f32> t, Ptr<f32> flat, Ptr<f32> b, Int m, Int n) {
+    Tile pid = program_id(0);
+    Tile bp = make_block_ptr(a, {m, n}, {n.to<i64>(), 1}, {pid * 32, 0}, {32, 64});
+    Tile tile = load(advance(bp, {0, 32}));         // columns 32..95
+    if_(pid % 2 == 1, {tile}, [&] { tile = tile + 1.0; });
+    Tile rows = expand_dims(arange(0, 64), 1), cols = expand_dims(arange(0, 32), 0);
+    store(t + pid * 2048 + rows * 32 + cols, trans(tile)); // [64, 32]
+    store(flat + pid * 2048 + arange(0, 2048), reshape(tile, {2048}));
+    store(make_block_ptr(b, {m, n}, {n.to<i64>(), 1}, {pid * 32, 0}, {32, 64}), tile);
+  });
+  auto a = random_floats(M * N, 30);
+  auto da = upload(a);
+  const int programs = 2;
+  auto dt = poisoned(programs * 2048 * 4), df = poisoned(programs * 2048 * 4), db = poisoned(M * N * 4);
+  k.launch({programs}, {}, da.data(), dt.data(), df.data(), db.data(), M, N);
+  jit::synchronize();
+  auto t = download<float>(dt, programs * 2048), f = download<float>(df, programs * 2048);
+  auto stored = download<float>(db, M * N);
+  for (int p = 0; p < programs; ++p)
+    for (int i = 0; i < 32; ++i)
+      for (int j = 0; j < 64; ++j) {
+        int r = p * 32 + i, c = 32 + j;
+        float want = (r < M && c < N ? a[r * N + c] : 0.0f) + (p % 2 == 1 ? 1.0f : 0.0f);
+        ASSERT_EQ(t[p * 2048 + j * 32 + i], want) << "trans at " << r << "," << c;
+        ASSERT_EQ(f[p * 2048 + i * 64 + j], want) << "reshape at " << r << "," << c;
+        // The block store wrote columns 0..63 of the rows that exist, nothing else.
+        if (r < M) {
+          ASSERT_EQ(stored[r * N + j], want) << "block store at " << r << "," << j;
+        }
+      }
+  for (int r = 0; r < M; ++r)
+    for (int c = 64; c < N; ++c)
+      ASSERT_TRUE(isPoison(stored[r * N + c])) << "written outside the block at " << r << "," << c;
+}
+
 // --- device printing, the disk cache --------------------------------------------------------
 
 TEST_F(GpuTest, DevicePrintShowsProgramIndexAndValue) {
