@@ -179,6 +179,54 @@ TEST(LinearLayout, DifferentThreadPlacementNeedsShuffling) {
   EXPECT_NE(rows, cols);
 }
 
+/// mma.sync m16n8k16 fragments as the PTX ISA states them, for the element a lane holds in
+/// its register `r` of instruction tile (i, j) and warp (wmi, wni).
+Coord ptxFragment(int opIdx, int lane, int element) {
+  int group = lane / 4, inGroup = lane % 4;
+  if (opIdx == 0) // a0..a7: rows group + 8*(e/2 % 2), k = 2*inGroup + e%2 + 8*(e/4)
+    return {group + 8 * ((element / 2) % 2), 2 * inGroup + element % 2 + 8 * (element / 4)};
+  if (opIdx == 1) // b0..b3: k = 2*inGroup + e%2 + 8*(e/2), n = group
+    return {2 * inGroup + element % 2 + 8 * (element / 2), group};
+  return {group + 8 * (element / 2), 2 * inGroup + element % 2}; // c0..c3
+}
+
+TEST(LinearLayout, MmaFragmentsMatchThePtxIsa) {
+  for (int opIdx : {-1, 0, 1})
+    for (auto [rows, cols, wm, wn] : std::vector<std::tuple<int, int, unsigned, unsigned>>{
+             {16, 16, 1, 1}, {64, 64, 2, 2}, {128, 128, 4, 1}, {128, 64, 2, 4}, {32, 256, 1, 8}}) {
+      int64_t tileRows = 16, tileCols = opIdx == 0 ? 16 : 8;
+      LinearLayout layout = LinearLayout::mma({rows, cols}, wm, wn, opIdx);
+      int perInstruction = opIdx == 0 ? 8 : 4;
+      // Register r: element r % perInstruction of the instruction tile r / perInstruction.
+      int64_t tilesRow = opIdx == 1 ? rows / 16 : rows / wm / 16;
+      int64_t tilesCol = opIdx == 0 ? cols / 16 : cols / wn / 8;
+      ASSERT_EQ(layout.numRegisters(), perInstruction * tilesRow * tilesCol) << layout.str();
+      for (int64_t w = 0; w < layout.numWarps(); ++w)
+        for (int lane = 0; lane < 32; ++lane) {
+          std::set<Coord> seen;
+          for (int64_t r = 0; r < layout.numRegisters(); ++r) {
+            Coord c = layout.apply(r, lane, w);
+            // Register r is element r % perInstruction of its instruction's fragment, where the
+            // ISA puts it for this lane (the lowering hands registers to mma.sync in order).
+            Coord inTile{c[0] % tileRows, c[1] % tileCols};
+            ASSERT_EQ(ptxFragment(opIdx, lane, static_cast<int>(r % perInstruction)), inTile)
+                << layout.str() << " reg " << r << " lane " << lane;
+            seen.insert(c);
+          }
+          ASSERT_EQ(static_cast<int64_t>(seen.size()), layout.numRegisters()) << "duplicate registers";
+        }
+      // Accumulators cover the tile exactly once across warps.
+      if (opIdx == -1) {
+        std::set<Coord> all;
+        for (int64_t w = 0; w < layout.numWarps(); ++w)
+          for (int lane = 0; lane < 32; ++lane)
+            for (int64_t r = 0; r < layout.numRegisters(); ++r)
+              all.insert(layout.apply(r, lane, w));
+        ASSERT_EQ(static_cast<int64_t>(all.size()), int64_t(rows) * cols);
+      }
+    }
+}
+
 TEST(LinearLayout, CoordinateMaps) {
   EXPECT_EQ(broadcastSource({1, 8}, {5, 3}), (Coord{0, 3}));
   EXPECT_EQ(expandDimsSource(0, {0, 7}), (Coord{7}));

@@ -55,6 +55,38 @@ LinearLayout LinearLayout::blocked(const Coord &shape, const std::vector<int> &s
   return LinearLayout(shape, registers, lanes, warps);
 }
 
+LinearLayout LinearLayout::mma(const Coord &shape, unsigned wm, unsigned wn, int opIdx) {
+  int64_t rows = shape[0], cols = shape[1];
+  Bases regs, lanes, warps;
+  auto at = [](int64_t r, int64_t c) { return Coord{r, c}; };
+  auto repeat = [&](int64_t from, int64_t limit, bool alongRows) {
+    for (int64_t step = from; step < limit; step *= 2)
+      regs.push_back(alongRows ? at(step, 0) : at(0, step));
+  };
+  auto inside = [](int64_t step, int64_t size) { return step < size ? step : 0; };
+  if (opIdx == 1) { // B [K, N]: lane l holds k = 2(l%4) + {0, 1, 8, 9}, n = l/4
+    regs = {at(1, 0), at(8, 0)};
+    lanes = {at(2, 0), at(4, 0), at(0, 1), at(0, 2), at(0, 4)};
+    repeat(16, rows, true);
+    repeat(8, cols / wn, false);
+  } else if (opIdx == 0) { // A [M, K]: rows l/4 + {0, 8}, k = 2(l%4) + {0, 1, 8, 9}
+    regs = {at(0, 1), at(8, 0), at(0, 8)};
+    lanes = {at(0, 2), at(0, 4), at(1, 0), at(2, 0), at(4, 0)};
+    repeat(16, cols, false);
+    repeat(16, rows / wm, true);
+  } else { // accumulator [M, N]: rows l/4 + {0, 8}, columns 2(l%4) + {0, 1}
+    regs = {at(0, 1), at(8, 0)};
+    lanes = {at(0, 2), at(0, 4), at(1, 0), at(2, 0), at(4, 0)};
+    repeat(8, cols / wn, false);
+    repeat(16, rows / wm, true);
+  }
+  for (unsigned w = 1; w < wn; w *= 2)
+    warps.push_back(opIdx == 0 ? at(0, 0) : at(0, inside(w * (cols / wn), cols)));
+  for (unsigned w = 1; w < wm; w *= 2)
+    warps.push_back(opIdx == 1 ? at(0, 0) : at(inside(w * (rows / wm), rows), 0));
+  return LinearLayout(shape, regs, lanes, warps);
+}
+
 Coord LinearLayout::apply(int64_t reg, int64_t lane, int64_t warp) const {
   Coord coord(shape_.size(), 0);
   auto accumulate = [&](const Bases &bases, int64_t index) {

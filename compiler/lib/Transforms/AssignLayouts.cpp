@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <cmath>
+
 namespace tessera {
 #define GEN_PASS_DEF_TILEASSIGNLAYOUTS
 #include "tessera/compiler/Transforms/Passes.h.inc"
@@ -43,6 +45,33 @@ private:
   Attribute defaultLayout(Type type) {
     return defaultBlockedLayout(builder.getContext(), cast<RankedTensorType>(type).getShape(),
                                 numWarps, vector);
+  }
+
+  /// The mma.sync layout for a dot of f16/bf16 into f32, with the warps split so that each
+  /// warp's part of the accumulator is as square as possible; null for other dots.
+  Attribute tensorCoreLayout(Operation *op) {
+    auto dot = dyn_cast<DotOp>(op);
+    if (!dot)
+      return {};
+    Type in = dot.getA().getType().getElementType();
+    if (!(in.isF16() || in.isBF16()) || !dot.getType().getElementType().isF32())
+      return {};
+    int64_t M = dot.getType().getDimSize(0), N = dot.getType().getDimSize(1);
+    unsigned bestM = 0;
+    double bestSkew = 1e30;
+    for (unsigned wm = 1; wm <= static_cast<unsigned>(numWarps); wm *= 2) {
+      unsigned wn = numWarps / wm;
+      if (M / wm < 16 || N / wn < 8)
+        continue;
+      double skew = std::abs(std::log2(double(M / wm)) - std::log2(double(N / wn)));
+      if (skew <= bestSkew) {
+        bestSkew = skew;
+        bestM = wm;
+      }
+    }
+    if (bestM == 0)
+      return {};
+    return MmaEncodingAttr::get(op->getContext(), {bestM, static_cast<unsigned>(numWarps) / bestM});
   }
 
   void setLayout(Value value, Attribute encoding) {
@@ -147,6 +176,13 @@ private:
     } else if (isa<ReshapeOp, MakeRangeOp, SplatOp, BlockLoadOp, ConvertLayoutOp>(op)) {
       if (!encodingOf(result))
         setLayout(result, defaultLayout(result.getType()));
+    } else if (auto mma = tensorCoreLayout(op)) {
+      // Tensor-core dot: accumulators in the mma layout, operands in its fragments.
+      setLayout(result, mma);
+      MLIRContext *context = op->getContext();
+      require(op->getOpOperand(0), DotOperandEncodingAttr::get(context, 0, mma));
+      require(op->getOpOperand(1), DotOperandEncodingAttr::get(context, 1, mma));
+      require(op->getOpOperand(2), mma);
     } else if (isa<LoadOp, DotOp>(op)) {
       Attribute layout = defaultLayout(result.getType());
       setLayout(result, layout);

@@ -2,6 +2,7 @@
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -79,11 +80,56 @@ struct RebuildInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
   }
 };
 
+/// A loop-carried tile that the body only ever converts to layout L, and that it yields as a
+/// conversion from L, is carried in L: the conversions move out of the loop (the accumulator
+/// of a matmul stays in its mma layout from the first iteration to the last).
+struct CarryInInnerLayout : OpRewritePattern<scf::ForOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(scf::ForOp loop, PatternRewriter &rewriter) const override {
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
+      BlockArgument arg = loop.getRegionIterArgs()[i];
+      auto fromInner = yield.getOperand(i).getDefiningOp<ConvertLayoutOp>();
+      if (!fromInner || !isa<RankedTensorType>(arg.getType()))
+        continue;
+      Type inner = fromInner.getSrc().getType();
+      bool onlyConvertedToInner = llvm::all_of(arg.getUsers(), [&](Operation *user) {
+        auto convert = dyn_cast<ConvertLayoutOp>(user);
+        return convert && convert.getType() == inner;
+      });
+      if (!onlyConvertedToInner)
+        continue;
+      Location loc = loop.getLoc();
+      rewriter.setInsertionPoint(loop);
+      SmallVector<Value> inits(loop.getInitArgs());
+      inits[i] = ConvertLayoutOp::create(rewriter, loc, inner, inits[i]);
+      auto carried = scf::ForOp::create(rewriter, loc, loop.getLowerBound(), loop.getUpperBound(),
+                                        loop.getStep(), inits);
+      Block *body = carried.getBody();
+      if (!body->empty())
+        rewriter.eraseOp(&body->back());
+      rewriter.setInsertionPointToStart(body);
+      SmallVector<Value> arguments(body->getArguments());
+      arguments[i + 1] = ConvertLayoutOp::create(rewriter, loc, arg.getType(), body->getArgument(i + 1));
+      Value yielded = fromInner.getSrc();
+      rewriter.mergeBlocks(loop.getBody(), body, arguments);
+      auto newYield = cast<scf::YieldOp>(body->getTerminator());
+      rewriter.modifyOpInPlace(newYield, [&] { newYield->setOperand(i, yielded); });
+      rewriter.setInsertionPointAfter(carried);
+      SmallVector<Value> results(carried.getResults());
+      results[i] = ConvertLayoutOp::create(rewriter, loc, loop.getResult(i).getType(), results[i]);
+      rewriter.replaceOp(loop, results);
+      return success();
+    }
+    return failure();
+  }
+};
+
 struct TileRemoveLayoutConversionsPass
     : tessera::impl::TileRemoveLayoutConversionsBase<TileRemoveLayoutConversionsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RebuildInTargetLayout>(&getContext());
+    patterns.add<RebuildInTargetLayout, CarryInInnerLayout>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

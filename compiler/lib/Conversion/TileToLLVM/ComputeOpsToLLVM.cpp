@@ -331,11 +331,75 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
   }
 };
 
-/// The CUDA-core dot: a and b through shared memory, one FMA per accumulator register per k.
+/// Registers of a layout by their coordinates in lane 0 of warp 0.
+std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
+  std::map<layout::Coord, int64_t> index;
+  for (int64_t r = 0; r < layout.numRegisters(); ++r)
+    index.emplace(layout.apply(r, 0, 0), r);
+  return index;
+}
+
+/// Tensor cores: one mma.sync.m16n8k16 per 16x8 accumulator tile and 16-wide step of k, its
+/// fragments picked from the operands' registers (already in the fragment layouts).
+LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAttr mma,
+                                 const TypeConverter *converter, ConversionPatternRewriter &rewriter) {
+  Location loc = op.getLoc();
+  auto aType = op.getA().getType(), bType = op.getB().getType(), accType = op.getType();
+  int64_t M = accType.getDimSize(0), N = accType.getDimSize(1), K = aType.getDimSize(1);
+  int64_t wm = mma.getWarpsPerCTA()[0], wn = mma.getWarpsPerCTA()[1];
+  auto aIndex = registerIndex(toLinearLayout(aType.getEncoding(), aType.getShape()));
+  auto bIndex = registerIndex(toLinearLayout(bType.getEncoding(), bType.getShape()));
+  auto cIndex = registerIndex(toLinearLayout(accType.getEncoding(), accType.getShape()));
+  Values a = unpack(rewriter, loc, adaptor.getA()), b = unpack(rewriter, loc, adaptor.getB());
+  Values c = unpack(rewriter, loc, adaptor.getAcc());
+  Type half = a.front().getType(), i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
+  std::string type = half.isBF16() ? "bf16" : "f16";
+  std::string code = "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
+                     ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};";
+  auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(4, f32));
+  auto pair = [&](Value lo, Value hi) -> Value {
+    auto vector = VectorType::get({2}, half);
+    Value v = LLVM::UndefOp::create(rewriter, loc, vector);
+    v = LLVM::InsertElementOp::create(rewriter, loc, v, lo, i32Constant(rewriter, loc, 0));
+    v = LLVM::InsertElementOp::create(rewriter, loc, v, hi, i32Constant(rewriter, loc, 1));
+    return LLVM::BitcastOp::create(rewriter, loc, i32, v);
+  };
+  for (int64_t i = 0; i < M / wm / 16; ++i)
+    for (int64_t j = 0; j < N / wn / 8; ++j) {
+      int64_t cRegs[4];
+      for (int e = 0; e < 4; ++e)
+        cRegs[e] = cIndex.at({i * 16 + 8 * (e / 2), j * 8 + e % 2});
+      for (int64_t kk = 0; kk < K / 16; ++kk) {
+        Values operands;
+        for (int e = 0; e < 8; e += 2) {
+          auto at = [&](int element) {
+            return a[aIndex.at({i * 16 + 8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
+          };
+          operands.push_back(pair(at(e), at(e + 1)));
+        }
+        for (int e = 0; e < 4; e += 2) {
+          auto at = [&](int element) { return b[bIndex.at({kk * 16 + element % 2 + 8 * (element / 2), j * 8})]; };
+          operands.push_back(pair(at(e), at(e + 1)));
+        }
+        for (int e = 0; e < 4; ++e)
+          operands.push_back(c[cRegs[e]]);
+        Value d = ptx(rewriter, loc, resultType, code, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", operands, false);
+        for (int e = 0; e < 4; ++e)
+          c[cRegs[e]] = LLVM::ExtractValueOp::create(rewriter, loc, d, e);
+      }
+    }
+  rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
+  return success();
+}
+
+/// The dot: on tensor cores when its layouts are mma fragments, otherwise on CUDA cores (a and
+/// b through shared memory, one FMA per accumulator register per k).
 struct DotLowering : ConvertOpToLLVMPattern<DotOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(DotOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
+    if (auto mma = dyn_cast_or_null<MmaEncodingAttr>(op.getType().getEncoding()))
+      return lowerTensorCoreDot(op, adaptor, mma, getTypeConverter(), rewriter);
     Location loc = op.getLoc();
     auto aType = op.getA().getType(), bType = op.getB().getType(), accType = op.getType();
     int64_t M = aType.getDimSize(0), K = aType.getDimSize(1), N = bType.getDimSize(1);

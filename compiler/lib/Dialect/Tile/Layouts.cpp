@@ -134,8 +134,10 @@ int64_t scratchBytes(Operation *op) {
     // Partial values, and for argmax/argmin their i32 indices.
     return warpsAlongAxis * rest * (storageBytes(src.getElementType()) + 4);
   }
-  if (auto dot = dyn_cast<DotOp>(op))
-    return bytesOf(dot.getA().getType()) + bytesOf(dot.getB().getType());
+  if (auto dot = dyn_cast<DotOp>(op)) // tensor-core dots read registers; CUDA-core dots stage a, b
+    return isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding())
+               ? 0
+               : bytesOf(dot.getA().getType()) + bytesOf(dot.getB().getType());
   return 0;
 }
 

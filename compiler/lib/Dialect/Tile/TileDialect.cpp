@@ -131,6 +131,12 @@ layout::LinearLayout toLinearLayout(Attribute encoding, ArrayRef<int64_t> shape)
                                          ints(blocked.getSizePerThread()),
                                          ints(blocked.getThreadsPerWarp()),
                                          ints(blocked.getWarpsPerCTA()), ints(blocked.getOrder()));
+  if (auto mma = dyn_cast<MmaEncodingAttr>(encoding))
+    return layout::LinearLayout::mma({shape[0], shape[1]}, mma.getWarpsPerCTA()[0], mma.getWarpsPerCTA()[1], -1);
+  if (auto dot = dyn_cast<DotOperandEncodingAttr>(encoding))
+    return layout::LinearLayout::mma({shape[0], shape[1]}, cast<MmaEncodingAttr>(dot.getParent()).getWarpsPerCTA()[0],
+                                     cast<MmaEncodingAttr>(dot.getParent()).getWarpsPerCTA()[1],
+                                     static_cast<int>(dot.getOpIdx()));
   auto slice = cast<SliceEncodingAttr>(encoding);
   SmallVector<int64_t> parentShape(shape);
   parentShape.insert(parentShape.begin() + slice.getDim(), 1);

@@ -32,6 +32,12 @@ public:
                               const std::vector<int> &threadsPerWarp,
                               const std::vector<int> &warpsPerCTA, const std::vector<int> &order);
 
+  /// The registers of mma.sync m16n8k16 over a [rows, cols] tile split over wm x wn warps:
+  /// the accumulator (opIdx -1), operand A [M, K] (0) or operand B [K, N] (1). Instruction
+  /// tiles repeat in registers across each warp's part; warps split N first, then M, and an
+  /// operand is shared by the warps along the other axis.
+  static LinearLayout mma(const Coord &shape, unsigned wm, unsigned wn, int opIdx);
+
   const Coord &shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   const Bases &registers() const { return registers_; }

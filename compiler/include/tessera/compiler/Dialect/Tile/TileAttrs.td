@@ -116,3 +116,31 @@ def Tile_SliceEncodingAttr : AttrDef<Tile_Dialect, "SliceEncoding"> {
   let parameters = (ins "unsigned":$dim, "::mlir::Attribute":$parent);
   let assemblyFormat = "`<` `dim` `=` $dim `,` `parent` `=` $parent `>`";
 }
+
+def Tile_MmaEncodingAttr : AttrDef<Tile_Dialect, "MmaEncoding"> {
+  let mnemonic = "mma";
+  let summary = "accumulators of mma.sync m16n8k16 (Ampere/Hopper tensor cores)";
+  let description = [{
+    A 2-D tile split over `warpsPerCTA = [wm, wn]` warps; each warp's [M/wm, N/wn] part is
+    covered by 16x8 instruction tiles in which lane l holds rows l/4 and l/4 + 8, columns
+    2*(l%4) and 2*(l%4) + 1.
+
+    Example: `tensor<128x128xf32, #tile.mma<warpsPerCTA = [2, 2]>>`
+  }];
+  let parameters = (ins ArrayRefParameter<"unsigned">:$warpsPerCTA);
+  let assemblyFormat = "`<` `warpsPerCTA` `=` `[` $warpsPerCTA `]` `>`";
+}
+
+def Tile_DotOperandEncodingAttr : AttrDef<Tile_Dialect, "DotOperandEncoding"> {
+  let mnemonic = "dot_op";
+  let summary = "the registers an mma.sync reads its A (opIdx 0) or B (opIdx 1) from";
+  let description = [{
+    A: 16x16 fragments, lane l holding rows l/4 and l/4 + 8, columns 2*(l%4) + {0, 1, 8, 9};
+    B: 16x8 fragments, lane l holding rows 2*(l%4) + {0, 1, 8, 9}, column l/4. Warps follow the
+    parent mma layout (A is shared by the warps along N, B by those along M).
+
+    Example: `tensor<128x32xf16, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [2, 2]>>>`
+  }];
+  let parameters = (ins "unsigned":$opIdx, "::mlir::Attribute":$parent);
+  let assemblyFormat = "`<` `opIdx` `=` $opIdx `,` `parent` `=` $parent `>`";
+}

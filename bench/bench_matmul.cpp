@@ -1,0 +1,84 @@
+// Matmul on the GPU (bf16 and fp16 in, fp32 accumulate, same dtype out) in TFLOP/s over a
+// small config space; cuBLAS (torch.matmul) is measured by peers_matmul.py in the same run.
+// JSON lines go to the file given as argv[1].
+#include "matmul.h"
+
+#include "tessera/jit/Runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <vector>
+
+using namespace tessera;
+using namespace tessera::dsl;
+
+namespace {
+
+double medianMs(const std::function<void()> &run, int warmup = 5, int runs = 30) {
+  for (int i = 0; i < warmup; ++i)
+    run();
+  jit::synchronize();
+  std::vector<double> times;
+  jit::Event start, stop;
+  for (int i = 0; i < runs; ++i) {
+    start.record();
+    run();
+    stop.record();
+    stop.synchronize();
+    times.push_back(stop.elapsed_since(start));
+  }
+  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
+  return times[runs / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string why;
+  if (!jit::gpu_available(&why)) {
+    std::cerr << "bench_matmul: no GPU: " << why << "\n";
+    return 1;
+  }
+  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  std::string gpu = jit::current_device().name;
+  struct Shape {
+    int64_t M, N, K;
+  };
+  std::vector<Shape> shapes = {{2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192}, {16384, 128, 8192}};
+  std::printf("%-6s %-20s %-50s %10s %10s\n", "dtype", "M x N x K", "config", "ms", "TFLOP/s");
+  for (bool bf16 : {true, false}) {
+    Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<f16>();
+    for (const Shape &s : shapes) {
+      jit::DeviceBuffer a(s.M * s.K * 2), b(s.K * s.N * 2), c(s.M * s.N * 2);
+      a.fill_bytes(0x3C);
+      b.fill_bytes(0x3C);
+      double bestMs = 1e30;
+      std::string bestConfig;
+      for (auto [bm, bn, bk, warps] : std::vector<std::tuple<int, int, int, int>>{
+               {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 64, 32, 4}, {64, 64, 32, 4}, {128, 256, 32, 8}}) {
+        if (s.N < bn)
+          continue;
+        Config config{{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}};
+        uint32_t programs = static_cast<uint32_t>(cdiv(s.M, bm) * cdiv(s.N, bn));
+        double ms = medianMs([&] {
+          kernel.launch({programs}, config, a.data(), b.data(), c.data(), int(s.M), int(s.N), int(s.K),
+                        int(s.K), 1, int(s.N), 1, int(s.N), 1);
+        });
+        if (ms < bestMs) {
+          bestMs = ms;
+          bestConfig = config.str();
+        }
+      }
+      double tflops = 2.0 * s.M * s.N * s.K / (bestMs * 1e9);
+      std::string shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+      std::printf("%-6s %-20s %-50s %10.3f %10.1f\n", bf16 ? "bf16" : "fp16", shape.c_str(), bestConfig.c_str(), bestMs, tflops);
+      json << "{\"kind\": \"tessera\", \"what\": \"matmul\", \"dtype\": \"" << (bf16 ? "bf16" : "fp16")
+           << "\", \"M\": " << s.M << ", \"N\": " << s.N << ", \"K\": " << s.K << ", \"config\": \""
+           << bestConfig << "\", \"ms\": " << bestMs << ", \"tflops\": " << tflops << ", \"gpu\": \"" << gpu << "\"}\n";
+    }
+  }
+  return 0;
+}
