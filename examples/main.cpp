@@ -1,7 +1,7 @@
 // tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
 // prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
-// (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones, which
-// takes the vectorized paths). CI assembles every file with ptxas.
+// (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
+// strides, which takes the vectorized paths). CI assembles every file with ptxas.
 #include "attention.h"
 #include "layernorm.h"
 #include "matmul.h"
@@ -34,17 +34,22 @@ int main(int argc, char **argv) {
     struct Example {
       Kernel kernel;
       Config config;
+      std::vector<size_t> unit_strides = {}; // arguments that are 1 in the aligned variant
     };
     Example examples[] = {
         {examples::vector_add(), {{"BLOCK", 1024}}},
         {examples::softmax<f16>(), {{"BLOCK", 4096}, {"num_warps", 8}}},
         {examples::layernorm<bf16>(), {{"BLOCK", 1024}}},
         {examples::matmul<bf16>([](Tile acc) { return maximum(acc, 0.0); }),
-         {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}},
+         {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}, {7, 9, 11}},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
     for (const Example &example : examples) {
-      Specialization aligned{std::vector<bool>(example.kernel.signature().size(), true)};
+      Specialization aligned;
+      aligned.divisible_by_16.assign(example.kernel.signature().size(), true);
+      aligned.equal_to_1.assign(example.kernel.signature().size(), false);
+      for (size_t arg : example.unit_strides)
+        aligned.equal_to_1[arg] = true;
       for (const Specialization &specialization : {Specialization{}, aligned}) {
         TracedKernel traced = example.kernel.trace(example.config, specialization);
         std::string variant = specialization.divisible_by_16.empty() ? "" : ".aligned";

@@ -102,8 +102,10 @@ std::string Config::str() const {
 
 std::string Specialization::str() const {
   std::string text;
-  for (bool divisible : divisible_by_16)
-    text += divisible ? 'D' : '.';
+  for (size_t i = 0; i < std::max(divisible_by_16.size(), equal_to_1.size()); ++i)
+    text += i < equal_to_1.size() && equal_to_1[i]           ? '1'
+            : i < divisible_by_16.size() && divisible_by_16[i] ? 'D'
+                                                               : '.';
   return text;
 }
 
@@ -304,8 +306,14 @@ TracedKernel Kernel::trace(const Config &config, const Specialization &specializ
     b.setInsertionPointToStart(entry);
 
     std::vector<Tile> args;
-    for (mlir::BlockArgument arg : entry->getArguments())
-      args.push_back(tracer.wrap(arg));
+    for (mlir::BlockArgument arg : entry->getArguments()) {
+      size_t i = arg.getArgNumber();
+      bool one = i < specialization.equal_to_1.size() && specialization.equal_to_1[i] &&
+                 !signature_[i].pointer && is_int(signature_[i].dtype);
+      args.push_back(one ? tracer.wrap(mlir::arith::ConstantOp::create(
+                               b, tracer.loc, b.getIntegerAttr(arg.getType(), 1)))
+                         : tracer.wrap(arg));
+    }
     body_(args, config);
     mlir::func::ReturnOp::create(b, tracer.loc);
 

@@ -21,6 +21,7 @@ public:
   struct Entry {
     dsl::Config config;
     uint64_t divisible; // bit i: argument i is a multiple of 16
+    uint64_t ones;      // bit i: argument i is the integer 1
     std::unique_ptr<LoadedKernel> kernel;
   };
   std::mutex mutex;
@@ -46,10 +47,11 @@ std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {
 
 constexpr size_t kMaxArgs = 64;
 
-/// The bytes of each argument as the kernel's parameter, checked against the signature, and
-/// which arguments are multiples of 16 (bytes for pointers) as bits.
+/// The bytes of each argument as the kernel's parameter, checked against the signature; which
+/// arguments are multiples of 16 (bytes for pointers) and which integers are 1, as bits.
 uint64_t marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &signature,
-                 const dsl::LaunchArg *args, size_t count, uint64_t *storage) {
+                 const dsl::LaunchArg *args, size_t count, uint64_t *storage, uint64_t &ones) {
+  ones = 0;
   if (count != signature.size())
     throw Error("kernel '" + kernel + "': expects " + std::to_string(signature.size()) +
                 " arguments " + signatureText(signature) + ", got " + std::to_string(count));
@@ -97,12 +99,13 @@ uint64_t marshal(const std::string &kernel, const std::vector<dsl::ArgSpec> &sig
     }
     std::memcpy(&storage[i], &value, static_cast<size_t>(std::max(1, bits / 8)));
     divisible |= uint64_t(value % 16 == 0) << i;
+    ones |= uint64_t(value == 1) << i;
   }
   return divisible;
 }
 
-uint64_t hashOf(const dsl::Config &config, uint64_t divisible) {
-  uint64_t h = 1469598103934665603ull ^ divisible;
+uint64_t hashOf(const dsl::Config &config, uint64_t divisible, uint64_t ones) {
+  uint64_t h = (1469598103934665603ull ^ divisible) * 1099511628211ull ^ ones;
   for (const auto &[name, value] : config.values()) {
     for (char c : name)
       h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
@@ -135,7 +138,8 @@ void Kernel::launch_args(void *stream, Grid grid, const Config &config, const La
                          size_t count) const {
   uint64_t storage[jit::kMaxArgs];
   void *params[jit::kMaxArgs];
-  uint64_t divisible = jit::marshal(name_, signature_, args, count, storage);
+  uint64_t ones;
+  uint64_t divisible = jit::marshal(name_, signature_, args, count, storage, ones);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return; // no programs, nothing to do
   if (grid.x > uint32_t(std::numeric_limits<int32_t>::max()) || grid.y > 65535 || grid.z > 65535)
@@ -147,15 +151,17 @@ void Kernel::launch_args(void *stream, Grid grid, const Config &config, const La
   const jit::LoadedKernel *loaded = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible)];
+    std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible, ones)];
     for (const auto &entry : bucket)
-      if (entry.divisible == divisible && entry.config == config)
+      if (entry.divisible == divisible && entry.ones == ones && entry.config == config)
         loaded = entry.kernel.get();
     if (!loaded) {
       Specialization specialization;
-      for (size_t i = 0; i < count; ++i)
+      for (size_t i = 0; i < count; ++i) {
         specialization.divisible_by_16.push_back((divisible >> i) & 1);
-      bucket.push_back({config, divisible, jit::build(*this, config, specialization)});
+        specialization.equal_to_1.push_back((ones >> i) & 1);
+      }
+      bucket.push_back({config, divisible, ones, jit::build(*this, config, specialization)});
       loaded = bucket.back().kernel.get();
     }
   }

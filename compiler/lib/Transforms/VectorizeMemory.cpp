@@ -3,6 +3,7 @@
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -61,7 +62,7 @@ public:
         div = std::max<int64_t>(div, storageBytes(ptr.getPointeeType()));
       infos[arg] = AxisInfo::uniform(arg.getType(), div, {});
     }
-    func.walk([&](Operation *op) { visit(op); });
+    visitBlock(func.getBody().front());
   }
 
   AxisInfo get(Value v) const {
@@ -71,6 +72,70 @@ public:
 
 private:
   llvm::DenseMap<Value, AxisInfo> infos;
+
+  static AxisInfo join(const AxisInfo &a, const AxisInfo &b) {
+    AxisInfo out = a;
+    for (size_t d = 0; d < out.contiguity.size(); ++d) {
+      out.contiguity[d] = std::gcd(a.contiguity[d], b.contiguity[d]);
+      out.divisibility[d] = std::gcd(a.divisibility[d], b.divisibility[d]);
+      out.constancy[d] = std::gcd(a.constancy[d], b.constancy[d]);
+    }
+    if (a.constant != b.constant)
+      out.constant.reset();
+    return out;
+  }
+
+  static bool same(const AxisInfo &a, const AxisInfo &b) {
+    return a.contiguity == b.contiguity && a.divisibility == b.divisibility &&
+           a.constancy == b.constancy && a.constant == b.constant;
+  }
+
+  void visitBlock(Block &block) {
+    for (Operation &op : block) {
+      if (auto loop = dyn_cast<scf::ForOp>(op))
+        visitLoop(loop);
+      else if (auto branch = dyn_cast<scf::IfOp>(op))
+        visitBranch(branch);
+      else
+        visit(&op);
+    }
+  }
+
+  /// Loop-carried values: what holds for the initial value and for every yielded value, found
+  /// by iterating the body to a fixed point.
+  void visitLoop(scf::ForOp loop) {
+    AxisInfo lower = get(loop.getLowerBound()), step = get(loop.getStep());
+    AxisInfo iv = AxisInfo::unknown(loop.getInductionVar().getType());
+    iv.divisibility[0] = std::gcd(lower.divisibility[0], step.divisibility[0]);
+    infos[loop.getInductionVar()] = iv;
+    for (auto [arg, init] : llvm::zip(loop.getRegionIterArgs(), loop.getInitArgs()))
+      infos[arg] = get(init);
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    for (int round = 0; round < 8; ++round) {
+      visitBlock(*loop.getBody());
+      bool changed = false;
+      for (auto [arg, next] : llvm::zip(loop.getRegionIterArgs(), yield.getOperands())) {
+        AxisInfo joined = join(get(arg), get(next));
+        changed |= !same(joined, get(arg));
+        infos[arg] = joined;
+      }
+      if (!changed)
+        break;
+    }
+    for (auto [result, arg] : llvm::zip(loop.getResults(), loop.getRegionIterArgs()))
+      infos[result] = get(arg);
+  }
+
+  void visitBranch(scf::IfOp branch) {
+    visitBlock(branch.getThenRegion().front());
+    if (branch.getElseRegion().empty())
+      return;
+    visitBlock(branch.getElseRegion().front());
+    auto thenYield = cast<scf::YieldOp>(branch.thenBlock()->getTerminator());
+    auto elseYield = cast<scf::YieldOp>(branch.elseBlock()->getTerminator());
+    for (auto [result, a, b] : llvm::zip(branch.getResults(), thenYield.getOperands(), elseYield.getOperands()))
+      infos[result] = join(get(a), get(b));
+  }
 
   void visit(Operation *op) {
     if (op->getNumResults() != 1)

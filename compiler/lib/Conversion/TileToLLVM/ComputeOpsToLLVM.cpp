@@ -100,8 +100,82 @@ struct ElementwiseLowering : ConversionPattern {
   }
 };
 
+/// Registers of a layout by their coordinates in lane 0 of warp 0.
+std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
+  std::map<layout::Coord, int64_t> index;
+  for (int64_t r = 0; r < layout.numRegisters(); ++r)
+    index.emplace(layout.apply(r, 0, 0), r);
+  return index;
+}
+
+/// Tensor-core operand fragments of 16-bit elements straight from (swizzled) shared memory:
+/// ldmatrix.x4 per 16x16 tile of A, ldmatrix.x2.trans per 16x8 tile of B. Each lane points at
+/// one 16-byte row of one 8x8 matrix; the instruction hands every lane its fragment.
+Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType srcType,
+                      DotOperandEncodingAttr dot, Type element) {
+  auto dstLayout = toLinearLayout(dot, srcType.getShape());
+  auto mma = cast<MmaEncodingAttr>(dot.getParent());
+  int64_t rows = srcType.getDimSize(0), cols = srcType.getDimSize(1);
+  int64_t wm = mma.getWarpsPerCTA()[0], wn = mma.getWarpsPerCTA()[1];
+  bool isA = dot.getOpIdx() == 0;
+  auto index = registerIndex(dstLayout);
+  Values warp = warpOffset(b, loc, dstLayout);
+  Value lane = threadId(b, loc).lane;
+  Value laneRow = LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7));
+  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3));
+  Value matrixLow = LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1));
+  Value matrixHigh = LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1));
+  Value eight = i32Constant(b, loc, 8);
+  Type i32 = b.getI32Type();
+  Values out(dstLayout.numRegisters());
+  auto unpackPair = [&](Value word, int64_t first, int64_t second) {
+    Value v = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, element), word);
+    out[first] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 0));
+    out[second] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 1));
+  };
+  auto address = [&](Value row, Value col) {
+    Value idx = sharedIndex(b, loc, {row, col}, srcType.getShape(), 2, /*swizzle=*/true);
+    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx}).getResult();
+  };
+  auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
+  if (isA) {
+    // Matrix q of tile (i, kk): rows +8*(q%2), k +8*(q/2); it holds a-elements 2q, 2q+1.
+    auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(4, i32));
+    for (int64_t i = 0; i < rows / wm / 16; ++i)
+      for (int64_t kk = 0; kk < cols / 16; ++kk) {
+        Value row = add(LLVM::AddOp::create(b, loc, warp[0], LLVM::AddOp::create(b, loc, laneRow,
+                                                                                 LLVM::MulOp::create(b, loc, matrixLow, eight))), i * 16);
+        Value col = add(LLVM::MulOp::create(b, loc, matrixHigh, eight), kk * 16);
+        Value words = ptx(b, loc, result, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+                          "=r,=r,=r,=r,l", {address(row, col)}, true);
+        for (int q = 0; q < 4; ++q) {
+          layout::Coord first{i * 16 + 8 * (q % 2), kk * 16 + 8 * (q / 2)};
+          layout::Coord second{first[0], first[1] + 1};
+          unpackPair(LLVM::ExtractValueOp::create(b, loc, words, q), index.at(first), index.at(second));
+        }
+      }
+  } else {
+    // Matrix q of tile (kk, j): k rows +8q (transposed on load); it holds b-elements 2q, 2q+1.
+    auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(2, i32));
+    for (int64_t kk = 0; kk < rows / 16; ++kk)
+      for (int64_t j = 0; j < cols / wn / 8; ++j) {
+        Value row = add(LLVM::AddOp::create(b, loc, laneRow, LLVM::MulOp::create(b, loc, matrixLow, eight)), kk * 16);
+        Value col = add(warp[1], j * 8);
+        Value words = ptx(b, loc, result, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {$0, $1}, [$2];",
+                          "=r,=r,l", {address(row, col)}, true);
+        for (int q = 0; q < 2; ++q) {
+          layout::Coord first{kk * 16 + 8 * q, j * 8};
+          layout::Coord second{first[0] + 1, first[1]};
+          unpackPair(LLVM::ExtractValueOp::create(b, loc, words, q), index.at(first), index.at(second));
+        }
+      }
+  }
+  return out;
+}
+
 /// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
-/// allow, otherwise a round trip through shared memory.
+/// allow, otherwise a round trip through shared memory (read with ldmatrix when the result
+/// feeds a tensor core).
 template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
   using ConvertOpToLLVMPattern<OpT>::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
@@ -118,11 +192,14 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
       Type element = registerType(this->getTypeConverter(), srcType);
       Value base = sharedMemory(rewriter, loc, op, smemOffset(op));
       storeTileToShared(rewriter, loc, base, toLinearLayout(srcType.getEncoding(), srcType.getShape()),
-                        src, element);
+                        src, element, /*swizzle=*/true);
       barrier(rewriter, loc);
-      for (const Values &coord : registerCoordinates(rewriter, loc, resultInSource(op)))
-        out.push_back(loadFromShared(rewriter, loc, base,
-                                     linearIndex(rewriter, loc, coord, srcType.getShape()), element));
+      auto dot = dyn_cast_or_null<DotOperandEncodingAttr>(cast<RankedTensorType>(op.getType()).getEncoding());
+      if (dot && isa<ConvertLayoutOp>(op) && element.getIntOrFloatBitWidth() == 16 &&
+          srcType.getDimSize(1) * 2 >= 32)
+        out = loadDotOperand(rewriter, loc, base, srcType, dot, element);
+      else
+        out = loadTileFromShared(rewriter, loc, base, resultInSource(op), element, /*swizzle=*/true);
       barrier(rewriter, loc);
     }
     rewriter.replaceOp(op, pack(rewriter, loc, structType, out));
@@ -330,14 +407,6 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     return success();
   }
 };
-
-/// Registers of a layout by their coordinates in lane 0 of warp 0.
-std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
-  std::map<layout::Coord, int64_t> index;
-  for (int64_t r = 0; r < layout.numRegisters(); ++r)
-    index.emplace(layout.apply(r, 0, 0), r);
-  return index;
-}
 
 /// Tensor cores: one mma.sync.m16n8k16 per 16x8 accumulator tile and 16-wide step of k, its
 /// fragments picked from the operands' registers (already in the fragment layouts).

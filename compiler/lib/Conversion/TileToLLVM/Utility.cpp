@@ -1,6 +1,7 @@
 #include "Utility.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 
@@ -144,15 +145,106 @@ StringRef ptxConstraint(unsigned bits) {
   return bits <= 32 ? "r" : "l";
 }
 
+Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout) {
+  Value warp = threadId(b, loc).warp;
+  Values offset(layout.rank(), i32Constant(b, loc, 0));
+  for (size_t bit = 0; bit < layout.warps().size(); ++bit) {
+    Value set = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, warp, i32Constant(b, loc, bit)),
+                                    i32Constant(b, loc, 1));
+    for (int d = 0; d < layout.rank(); ++d)
+      if (layout.warps()[bit][d] != 0)
+        offset[d] = LLVM::XOrOp::create(
+            b, loc, offset[d], LLVM::MulOp::create(b, loc, set, i32Constant(b, loc, layout.warps()[bit][d])));
+  }
+  return offset;
+}
+
+namespace {
+
+/// How many consecutive registers of `layout` hold consecutive elements of the last dimension
+/// (a vector in row-major memory), at most `limit`.
+int64_t registerRun(const layout::LinearLayout &layout, int64_t limit) {
+  int last = layout.rank() - 1;
+  int64_t run = 1;
+  for (const layout::Coord &basis : layout.registers()) {
+    layout::Coord unit(layout.rank(), 0);
+    unit[last] = run;
+    if (basis != unit || run * 2 > limit)
+      break;
+    run *= 2;
+  }
+  // Every other basis must keep runs aligned.
+  for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
+    for (const layout::Coord &basis : *bases)
+      while (run > 1 && basis[last] % run != 0 && basis[last] >= run)
+        run /= 2;
+  return run;
+}
+
+} // namespace
+
+/// Element index of `coord` in a tile of `shape` stored row-major, 16-byte chunks swizzled.
+Value sharedIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<int64_t> shape,
+                  int64_t bytes, bool swizzle) {
+  int64_t cols = shape.back();
+  int64_t chunkElems = 16 / bytes, rowBytes = cols * bytes;
+  if (!swizzle || shape.size() != 2 || rowBytes < 32 || chunkElems < 1)
+    return linearIndex(b, loc, coord, shape);
+  int64_t chunksPerRow = rowBytes / 16;
+  int64_t rowsPerCycle = std::max<int64_t>(1, 128 / rowBytes);
+  int64_t phases = std::min<int64_t>(chunksPerRow, 8);
+  auto shift = [](int64_t v) { return static_cast<int64_t>(llvm::Log2_64(v)); };
+  Value row = coord[0], col = coord[1];
+  Value chunk = LLVM::LShrOp::create(b, loc, col, i32Constant(b, loc, shift(chunkElems)));
+  Value phase = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, row, i32Constant(b, loc, shift(rowsPerCycle))),
+                                    i32Constant(b, loc, phases - 1));
+  Value swizzled = LLVM::ShlOp::create(b, loc, LLVM::XOrOp::create(b, loc, chunk, phase),
+                                       i32Constant(b, loc, shift(chunkElems)));
+  Value within = LLVM::AndOp::create(b, loc, col, i32Constant(b, loc, chunkElems - 1));
+  return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, row, i32Constant(b, loc, cols)),
+                             LLVM::AddOp::create(b, loc, swizzled, within));
+}
+
 void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
-                       ArrayRef<Value> registers, Type element) {
+                       ArrayRef<Value> registers, Type element, bool swizzle) {
   std::vector<Values> coords = registerCoordinates(b, loc, layout);
   Type stored = storageType(element);
-  for (size_t r = 0; r < registers.size(); ++r) {
-    Value index = linearIndex(b, loc, coords[r], layout.shape());
+  int64_t bytes = storageBytes(stored);
+  int64_t run = registerRun(layout, std::max<int64_t>(1, 16 / bytes));
+  for (size_t r = 0; r < registers.size(); r += run) {
+    Value index = sharedIndex(b, loc, coords[r], layout.shape(), bytes, swizzle);
     Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
-    LLVM::StoreOp::create(b, loc, toStorage(b, loc, registers[r]), ptr);
+    if (run == 1) {
+      LLVM::StoreOp::create(b, loc, toStorage(b, loc, registers[r]), ptr);
+      continue;
+    }
+    auto vector = VectorType::get({run}, stored);
+    Value v = LLVM::UndefOp::create(b, loc, vector);
+    for (int64_t i = 0; i < run; ++i)
+      v = LLVM::InsertElementOp::create(b, loc, v, toStorage(b, loc, registers[r + i]), i32Constant(b, loc, i));
+    LLVM::StoreOp::create(b, loc, v, ptr, run * bytes);
   }
+}
+
+Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &view,
+                          Type element, bool swizzle) {
+  std::vector<Values> coords = registerCoordinates(b, loc, view);
+  Type stored = storageType(element);
+  int64_t bytes = storageBytes(stored);
+  int64_t run = registerRun(view, std::max<int64_t>(1, 16 / bytes));
+  Values out;
+  for (size_t r = 0; r < coords.size(); r += run) {
+    Value index = sharedIndex(b, loc, coords[r], view.shape(), bytes, swizzle);
+    Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
+    if (run == 1) {
+      out.push_back(fromStorage(b, loc, LLVM::LoadOp::create(b, loc, stored, ptr), element));
+      continue;
+    }
+    Value v = LLVM::LoadOp::create(b, loc, VectorType::get({run}, stored), ptr, run * bytes);
+    for (int64_t i = 0; i < run; ++i)
+      out.push_back(fromStorage(b, loc, LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, i)), element));
+  }
+  return out;
 }
 
 Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element) {

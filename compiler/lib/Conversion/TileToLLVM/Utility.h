@@ -42,6 +42,13 @@ ThreadId threadId(OpBuilder &b, Location loc);
 std::vector<Values> registerCoordinates(OpBuilder &b, Location loc,
                                         const layout::LinearLayout &layout);
 
+/// The coordinates (i32) the warp bits alone contribute under `layout`.
+Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout);
+
+/// Element index of `coord` in a tile of `shape` in shared memory as storeTileToShared puts it.
+Value sharedIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord, llvm::ArrayRef<int64_t> shape,
+                  int64_t bytes, bool swizzle);
+
 /// Row-major linear index (i32) of `coord` in `shape`.
 Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
                   llvm::ArrayRef<int64_t> shape);
@@ -63,10 +70,16 @@ Value ptx(OpBuilder &b, Location loc, Type resultType, llvm::StringRef code,
 /// The PTX register class ("h", "r", "l") and bit-size suffix of an integer of `bits`.
 llvm::StringRef ptxConstraint(unsigned bits);
 
-/// Write the registers of a tile laid out by `layout` to shared memory at `base` in row-major
-/// order, and read elements of it back.
+/// Write the registers of a tile laid out by `layout` to shared memory at `base`, row-major, in
+/// vectors of consecutive registers. With `swizzle`, each 16-byte chunk of a 2-D tile's row
+/// moves to chunk ^ (row phase), so that the column-wise reads of tensor-core fragments hit
+/// distinct banks.
 void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
-                       llvm::ArrayRef<Value> registers, Type element);
+                       llvm::ArrayRef<Value> registers, Type element, bool swizzle = false);
+/// The registers `view` describes (a layout over the stored tile's coordinates), read back from
+/// a tile stored by storeTileToShared with the same `swizzle`.
+Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &view,
+                          Type element, bool swizzle = false);
 Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element);
 
 // Pattern sets.

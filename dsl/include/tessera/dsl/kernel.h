@@ -57,11 +57,13 @@ struct ArgSpec {
   std::string str() const; // "ptr<f16>", "i32"
 };
 
-/// Facts about launch arguments the compiler may rely on: which pointers are 16-byte aligned
-/// and which integers are multiples of 16 (they decide vector widths). Part of the cache key.
+/// Facts about launch arguments the compiler may rely on: which pointers are 16-byte aligned,
+/// which integers are multiples of 16 (they decide vector widths) and which integers are 1
+/// (unit strides: traced as the constant, so contiguity is visible). Part of the cache key.
 struct Specialization {
   std::vector<bool> divisible_by_16; // per argument; empty: nothing known
-  std::string str() const;           // "D.D." (D: divisible)
+  std::vector<bool> equal_to_1;      // per argument; empty: nothing known
+  std::string str() const;           // "D.1." (D: divisible by 16, 1: equal to 1)
 };
 
 /// The traced IR of one kernel specialization (owns its MLIR context).
