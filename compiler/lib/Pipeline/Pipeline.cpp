@@ -113,6 +113,9 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   runStage(*module, name, "tile", [](mlir::OpPassManager &pm) {
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
+    pm.addPass(createTilePrefetchLoads());
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
   });
   dump("tile-opt.mlir", *module);
 

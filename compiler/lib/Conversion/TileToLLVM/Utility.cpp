@@ -173,12 +173,18 @@ int64_t registerRun(const layout::LinearLayout &layout, int64_t limit) {
       break;
     run *= 2;
   }
-  // Every other basis must keep runs aligned.
-  for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
-    for (const layout::Coord &basis : *bases)
-      while (run > 1 && basis[last] % run != 0 && basis[last] >= run)
-        run /= 2;
-  return run;
+  // Every other basis must move whole runs, or runs would overlap and misalign.
+  for (;; run /= 2) {
+    bool aligned = true;
+    size_t inside = llvm::Log2_64(run);
+    for (size_t i = inside; i < layout.registers().size(); ++i)
+      aligned &= layout.registers()[i][last] % run == 0;
+    for (const auto *bases : {&layout.lanes(), &layout.warps()})
+      for (const layout::Coord &basis : *bases)
+        aligned &= basis[last] % run == 0;
+    if (aligned || run == 1)
+      return run;
+  }
 }
 
 } // namespace

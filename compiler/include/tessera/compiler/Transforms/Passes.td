@@ -3,6 +3,17 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TilePrefetchLoads : Pass<"tile-prefetch-loads", "mlir::ModuleOp"> {
+  let summary = "Software-pipeline loops: issue next iteration's loads before this one's math";
+  let description = [{
+    For an `scf.for` whose body loads tiles through pointers computed from the induction
+    variable and the loop-carried values (pure index math), the first iteration's loads move
+    before the loop and each iteration loads the next one's tiles (carried to it) before its
+    own compute: a load's latency then hides behind a whole iteration of math (two pipeline
+    stages, buffered in registers). The prefetch for the iteration after the last is masked off.
+  }];
+}
+
 def TileAssignLayouts : Pass<"tile-assign-layouts", "mlir::ModuleOp"> {
   let summary = "Give every tile a layout encoding; insert conversions where ops need them";
   let description = [{
