@@ -58,7 +58,8 @@ int main(int argc, char **argv) {
       double bestMs = 1e30;
       std::string bestConfig;
       for (auto [bm, bn, bk, warps] : std::vector<std::tuple<int, int, int, int>>{
-               {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 64, 32, 4}, {64, 64, 32, 4}, {128, 256, 32, 8}}) {
+               {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 64, 32, 4}, {64, 64, 32, 4}, {128, 256, 32, 8},
+               {128, 128, 64, 4}, {128, 128, 64, 8}, {128, 256, 64, 8}, {256, 128, 64, 8}, {64, 64, 64, 4}}) {
         if (s.N < bn)
           continue;
         Config config{{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}};
