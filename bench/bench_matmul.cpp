@@ -3,6 +3,7 @@
 // JSON lines go to the file given as argv[1].
 #include "matmul.h"
 
+#include "bench_util.h"
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
@@ -14,27 +15,6 @@
 
 using namespace tessera;
 using namespace tessera::dsl;
-
-namespace {
-
-double medianMs(const std::function<void()> &run, int warmup = 5, int runs = 30) {
-  for (int i = 0; i < warmup; ++i)
-    run();
-  jit::synchronize();
-  std::vector<double> times;
-  jit::Event start, stop;
-  for (int i = 0; i < runs; ++i) {
-    start.record();
-    run();
-    stop.record();
-    stop.synchronize();
-    times.push_back(stop.elapsed_since(start));
-  }
-  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
-  return times[runs / 2];
-}
-
-} // namespace
 
 int main(int argc, char **argv) {
   std::string why;
@@ -64,10 +44,10 @@ int main(int argc, char **argv) {
           continue;
         Config config{{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}};
         uint32_t programs = static_cast<uint32_t>(cdiv(s.M, bm) * cdiv(s.N, bn));
-        double ms = medianMs([&] {
+        double ms = bench::median_ms([&] {
           kernel.launch({programs}, config, a.data(), b.data(), c.data(), int(s.M), int(s.N), int(s.K),
                         int(s.K), 1, int(s.N), 1, int(s.N), 1);
-        });
+        }, 5, 30);
         if (ms < bestMs) {
           bestMs = ms;
           bestConfig = config.str();

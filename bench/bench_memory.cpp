@@ -5,6 +5,7 @@
 #include "vector_add.h"
 
 #include "tessera/jit/Nvrtc.h"
+#include "bench_util.h"
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
@@ -19,24 +20,6 @@ using namespace tessera;
 using namespace tessera::dsl;
 
 namespace {
-
-/// Median milliseconds of `runs` timed runs after `warmup` untimed ones (CUDA events).
-double medianMs(const std::function<void()> &run, int warmup = 10, int runs = 100) {
-  for (int i = 0; i < warmup; ++i)
-    run();
-  jit::synchronize();
-  std::vector<double> times;
-  jit::Event start, stop;
-  for (int i = 0; i < runs; ++i) {
-    start.record();
-    run();
-    stop.record();
-    stop.synchronize();
-    times.push_back(stop.elapsed_since(start));
-  }
-  std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
-  return times[runs / 2];
-}
 
 struct Row {
   std::string what, config;
@@ -65,7 +48,7 @@ int main(int argc, char **argv) {
   for (int64_t block : {1024, 2048, 4096, 8192})
     for (int64_t warps : {4, 8}) {
       Config config{{"BLOCK", block}, {"num_warps", warps}};
-      double ms = medianMs([&] {
+      double ms = bench::median_ms([&] {
         add.launch({uint32_t(cdiv(n, block))}, config, x.data(), y.data(), out.data(), int(n));
       });
       if (ms < best.ms)
@@ -81,7 +64,7 @@ int main(int argc, char **argv) {
   best = {"softmax_f32_8192x8192", "", 1e30, 0};
   for (int64_t warps : {4, 8, 16, 32}) {
     Config config{{"BLOCK", C}, {"num_warps", warps}};
-    double ms = medianMs([&] {
+    double ms = bench::median_ms([&] {
       softmax.launch({uint32_t(R)}, config, in.data(), sm.data(), int(C), C, C);
     });
     if (ms < best.ms)

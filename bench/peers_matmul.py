@@ -4,20 +4,7 @@ import sys
 
 import torch
 
-
-def median_ms(fn, warmup=5, runs=30):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return sorted(times)[len(times) // 2]
+from peers_common import median_ms
 
 
 def main():
@@ -27,7 +14,7 @@ def main():
         for M, N, K in ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 128, 8192)):
             a = torch.full((M, K), 0.01, dtype=dtype, device="cuda")
             b = torch.full((K, N), 0.01, dtype=dtype, device="cuda")
-            ms = median_ms(lambda: torch.matmul(a, b))
+            ms = median_ms(lambda: torch.matmul(a, b), 5, 30)
             tflops = 2 * M * N * K / (ms * 1e9)
             print(f"cublas {name:4s} {M}x{N}x{K:<8d} {ms:10.3f} ms {tflops:10.1f} TFLOP/s")
             out.write(json.dumps({"kind": "peer", "what": "cublas_matmul", "dtype": name, "M": M, "N": N,
