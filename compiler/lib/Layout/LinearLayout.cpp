@@ -63,7 +63,6 @@ LinearLayout LinearLayout::mma(const Coord &shape, unsigned wm, unsigned wn, int
     for (int64_t step = from; step < limit; step *= 2)
       regs.push_back(alongRows ? at(step, 0) : at(0, step));
   };
-  auto inside = [](int64_t step, int64_t size) { return step < size ? step : 0; };
   if (opIdx == 1) { // B [K, N]: lane l holds k = 2(l%4) + {0, 1, 8, 9}, n = l/4
     regs = {at(1, 0), at(8, 0)};
     lanes = {at(2, 0), at(4, 0), at(0, 1), at(0, 2), at(0, 4)};
@@ -81,9 +80,16 @@ LinearLayout LinearLayout::mma(const Coord &shape, unsigned wm, unsigned wn, int
     repeat(16, rows / wm, true);
   }
   for (unsigned w = 1; w < wn; w *= 2)
-    warps.push_back(opIdx == 0 ? at(0, 0) : at(0, inside(w * (cols / wn), cols)));
+    warps.push_back(opIdx == 0 ? at(0, 0) : at(0, w * (cols / wn)));
   for (unsigned w = 1; w < wm; w *= 2)
-    warps.push_back(opIdx == 1 ? at(0, 0) : at(inside(w * (rows / wm), rows), 0));
+    warps.push_back(opIdx == 1 ? at(0, 0) : at(w * (rows / wm), 0));
+  // On tiles smaller than an instruction (a [M, 1] column to broadcast, say), positions past
+  // the shape hold replicas.
+  for (Bases *bases : {&regs, &lanes, &warps})
+    for (Coord &basis : *bases)
+      for (size_t d = 0; d < 2; ++d)
+        if (basis[d] >= shape[d])
+          basis[d] = 0;
   return LinearLayout(shape, regs, lanes, warps);
 }
 
@@ -98,6 +104,30 @@ Coord LinearLayout::apply(int64_t reg, int64_t lane, int64_t warp) const {
   accumulate(lanes_, lane);
   accumulate(warps_, warp);
   return coord;
+}
+
+int64_t LinearLayout::contiguousRegisters(int dim, int64_t limit) const {
+  int64_t run = 1;
+  for (const Coord &basis : registers_) {
+    Coord unit(shape_.size(), 0);
+    unit[dim] = run;
+    if (basis != unit || run * 2 > limit)
+      break;
+    run *= 2;
+  }
+  for (;; run /= 2) {
+    bool aligned = true;
+    size_t inside = 0;
+    while ((int64_t(1) << inside) < run)
+      ++inside;
+    for (size_t i = inside; i < registers_.size(); ++i)
+      aligned &= registers_[i][dim] % run == 0;
+    for (const Bases *bases : {&lanes_, &warps_})
+      for (const Coord &basis : *bases)
+        aligned &= basis[dim] % run == 0;
+    if (aligned || run == 1)
+      return run;
+  }
 }
 
 LinearLayout LinearLayout::map(const Coord &shape, const std::function<Coord(const Coord &)> &fn) const {

@@ -21,8 +21,8 @@ constexpr int kMaxDepth = 8;
 /// The layout operand `index` of `op` needs for `op`'s result to be in `layout`, when `op` is
 /// rebuilt in that layout; null when that is not a simple rule.
 Attribute operandLayoutFor(Operation *op, unsigned index, Attribute layout) {
-  if (isa<BroadcastOp>(op))
-    return isa<BlockedEncodingAttr>(layout) ? layout : Attribute();
+  if (isa<BroadcastOp>(op)) // the same layout on the smaller shape (its size-1 dims replicate)
+    return isa<BlockedEncodingAttr, MmaEncodingAttr>(layout) ? layout : Attribute();
   if (auto expand = dyn_cast<ExpandDimsOp>(op))
     return SliceEncodingAttr::get(op->getContext(), expand.getAxis(), layout);
   return layout; // elementwise
@@ -80,6 +80,64 @@ struct RebuildInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
   }
 };
 
+/// elementwise(convert(x), ...) -> convert(elementwise(x, ...)) when every other tile operand
+/// is cheap to rebuild in x's layout: conversions move toward the stores, where
+/// StoreInValueLayout can drop them.
+struct SinkConversionThroughElementwise : RewritePattern {
+  SinkConversionThroughElementwise(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rewriter) const override {
+    if (!isCheapElementwise(op) || !isa<RankedTensorType>(op->getResult(0).getType()))
+      return failure();
+    Attribute source;
+    for (Value operand : op->getOperands())
+      if (auto convert = operand.getDefiningOp<ConvertLayoutOp>()) {
+        source = convert.getSrc().getType().getEncoding();
+        break;
+      }
+    if (!source)
+      return failure();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      auto convert = operand.getDefiningOp<ConvertLayoutOp>();
+      if (convert && convert.getSrc().getType().getEncoding() == source) {
+        operands.push_back(convert.getSrc());
+      } else if (!isa<RankedTensorType>(operand.getType())) {
+        operands.push_back(operand);
+      } else if (canRebuild(operand, source, 0)) {
+        operands.push_back(rebuild(rewriter, operand, source));
+      } else {
+        return failure();
+      }
+    }
+    Type resultType = op->getResult(0).getType();
+    OperationState state(op->getLoc(), op->getName(), operands,
+                         TypeRange{withEncoding(resultType, source)}, op->getAttrs());
+    Value inSource = rewriter.create(state)->getResult(0);
+    rewriter.replaceOpWithNewOp<ConvertLayoutOp>(op, resultType, inSource);
+    return success();
+  }
+};
+
+/// store(ptr, convert(v), mask) -> store in v's layout when the pointers and mask are cheap to
+/// rebuild there: the value (a matmul's accumulator, say) never goes through shared memory.
+struct StoreInValueLayout : OpRewritePattern<StoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
+    auto convert = op.getValue().getDefiningOp<ConvertLayoutOp>();
+    if (!convert)
+      return failure();
+    Attribute layout = convert.getSrc().getType().getEncoding();
+    if (!canRebuild(op.getPtr(), layout, 0) || (op.getMask() && !canRebuild(op.getMask(), layout, 0)))
+      return failure();
+    Value ptr = rebuild(rewriter, op.getPtr(), layout);
+    Value mask = op.getMask() ? rebuild(rewriter, op.getMask(), layout) : Value();
+    auto store = rewriter.replaceOpWithNewOp<StoreOp>(op, ptr, convert.getSrc(), mask);
+    store->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    return success();
+  }
+};
+
 /// A loop-carried tile that the body only ever converts to layout L, and that it yields as a
 /// conversion from L, is carried in L: the conversions move out of the loop (the accumulator
 /// of a matmul stays in its mma layout from the first iteration to the last).
@@ -129,7 +187,8 @@ struct TileRemoveLayoutConversionsPass
     : tessera::impl::TileRemoveLayoutConversionsBase<TileRemoveLayoutConversionsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RebuildInTargetLayout, CarryInInnerLayout>(&getContext());
+    patterns.add<RebuildInTargetLayout, CarryInInnerLayout, SinkConversionThroughElementwise,
+                 StoreInValueLayout>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -231,21 +231,21 @@ private:
 /// The widest vector of one thread's consecutive registers a memory op may move.
 int64_t vectorWidth(const Analysis &analysis, Value ptr, Value mask) {
   auto type = dyn_cast<RankedTensorType>(ptr.getType());
-  auto blocked = type ? dyn_cast_or_null<BlockedEncodingAttr>(type.getEncoding()) : nullptr;
-  if (!blocked)
+  if (!type || !type.getEncoding())
     return 1;
-  unsigned dim = blocked.getOrder()[0];
+  // Memory is contiguous along the fastest dimension: a blocked layout's order[0], else the last.
+  auto blocked = dyn_cast<BlockedEncodingAttr>(type.getEncoding());
+  int dim = blocked ? static_cast<int>(blocked.getOrder()[0]) : static_cast<int>(type.getRank()) - 1;
   int64_t bytes = storageBytes(getPointeeType(type.getElementType()));
   AxisInfo p = analysis.get(ptr);
-  int64_t width = std::min<int64_t>({blocked.getSizePerThread()[dim], type.getDimSize(dim),
-                                     p.contiguity[dim], std::max<int64_t>(1, 16 / bytes),
+  int64_t limit = std::min<int64_t>({std::max<int64_t>(1, 16 / bytes), p.contiguity[dim],
                                      std::max<int64_t>(1, p.divisibility[dim] / bytes)});
   if (mask)
-    width = std::min(width, analysis.get(mask).constancy[dim]);
+    limit = std::min(limit, analysis.get(mask).constancy[dim]);
   int64_t power = 1;
-  while (power * 2 <= width)
+  while (power * 2 <= limit)
     power *= 2;
-  return power;
+  return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
 }
 
 struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVectorizeMemoryPass> {

@@ -62,3 +62,23 @@ func.func @conversions(%x: !tile.ptr<f32>, %n: i32) attributes {tile.num_warps =
   tile.store %p1, %out : tensor<64x!tile.ptr<f32>>
   return
 }
+
+// -----
+
+// A dot of bf16 into f32 goes on tensor cores: the accumulator in the mma layout (4 warps as
+// 2 x 2 for a square tile), the operands converted to its fragments.
+// CHECK-LABEL: func.func @tensor_core_dot
+// CHECK: tile.convert_layout {{.*}} -> tensor<64x32xbf16, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [2, 2]>>>
+// CHECK: tile.convert_layout {{.*}} -> tensor<32x64xbf16, #tile.dot_op<opIdx = 1, parent = #tile.mma<warpsPerCTA = [2, 2]>>>
+// CHECK: tile.dot {{.*}} -> tensor<64x64xf32, #tile.mma<warpsPerCTA = [2, 2]>>
+func.func @tensor_core_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {tile.num_warps = 4 : i32} {
+  %as = tile.splat %a : !tile.ptr<bf16> -> tensor<64x32x!tile.ptr<bf16>>
+  %x = tile.load %as : tensor<64x32x!tile.ptr<bf16>>
+  %bs = tile.splat %a : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %y = tile.load %bs : tensor<32x64x!tile.ptr<bf16>>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %d = tile.dot %x, %y, %zero : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+  %cs = tile.splat %c : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+  tile.store %cs, %d : tensor<64x64x!tile.ptr<f32>>
+  return
+}

@@ -45,3 +45,58 @@ func.func @keep_loaded_data(%p: !tile.ptr<f32>) {
   tile.store %q, %e : tensor<128x1x!tile.ptr<f32>, #big>
   return
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [2, 2]>
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// A conversion moves through elementwise ops toward the store, and the store then happens in
+// the value's layout, its pointers and mask rebuilt there: the accumulator never goes through
+// shared memory.
+// CHECK-LABEL: func.func @store_accumulator
+// CHECK-NOT: tile.convert_layout
+// CHECK: arith.truncf {{.*}} : tensor<64x64xf32, #tile.mma<warpsPerCTA = [2, 2]>> to tensor<64x64xbf16, #tile.mma<warpsPerCTA = [2, 2]>>
+// CHECK: tile.store {{.*}} : tensor<64x64x!tile.ptr<bf16>, #tile.mma<warpsPerCTA = [2, 2]>>
+func.func @store_accumulator(%acc: tensor<64x64xf32, #mma>, %c: !tile.ptr<bf16>, %n: i32) {
+  %cvt = tile.convert_layout %acc : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #b>
+  %h = arith.truncf %cvt : tensor<64x64xf32, #b> to tensor<64x64xbf16, #b>
+  %r = tile.make_range 0 to 64 : tensor<64xi32, #tile.slice<dim = 1, parent = #b>>
+  %rows = tile.expand_dims %r {axis = 1 : i32} : tensor<64xi32, #tile.slice<dim = 1, parent = #b>> -> tensor<64x1xi32, #b>
+  %ns = tile.splat %n : i32 -> tensor<64x1xi32, #b>
+  %off = arith.muli %rows, %ns : tensor<64x1xi32, #b>
+  %offs = tile.broadcast %off : tensor<64x1xi32, #b> -> tensor<64x64xi32, #b>
+  %cs = tile.splat %c : !tile.ptr<bf16> -> tensor<64x64x!tile.ptr<bf16>, #b>
+  %p = tile.addptr %cs, %offs : tensor<64x64x!tile.ptr<bf16>, #b>, tensor<64x64xi32, #b>
+  %m1 = arith.cmpi slt, %rows, %ns : tensor<64x1xi32, #b>
+  %m = tile.broadcast %m1 : tensor<64x1xi1, #b> -> tensor<64x64xi1, #b>
+  tile.store %p, %h, %m : tensor<64x64x!tile.ptr<bf16>, #b>
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [2, 2]>
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// A loop-carried accumulator that the body converts to the mma layout and yields from it is
+// carried in the mma layout; its zero initial value is rebuilt there.
+// CHECK-LABEL: func.func @carry_accumulator
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<64x64xf32, #tile.mma<warpsPerCTA = [2, 2]>>
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (tensor<64x64xf32, #tile.mma<warpsPerCTA = [2, 2]>>)
+// CHECK-NOT: tile.convert_layout
+// CHECK: scf.yield
+func.func @carry_accumulator(%a: tensor<64x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>>,
+                             %b: tensor<32x64xbf16, #tile.dot_op<opIdx = 1, parent = #mma>>, %n: i32)
+    -> tensor<64x64xf32, #b> {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32, #b>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32, #b>) : i32 {
+    %in = tile.convert_layout %acc : tensor<64x64xf32, #b> -> tensor<64x64xf32, #mma>
+    %d = tile.dot %a, %b, %in : tensor<64x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<32x64xbf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+    %back = tile.convert_layout %d : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #b>
+    scf.yield %back : tensor<64x64xf32, #b>
+  }
+  return %out : tensor<64x64xf32, #b>
+}

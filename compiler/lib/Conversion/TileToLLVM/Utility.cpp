@@ -161,32 +161,6 @@ Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout
 
 namespace {
 
-/// How many consecutive registers of `layout` hold consecutive elements of the last dimension
-/// (a vector in row-major memory), at most `limit`.
-int64_t registerRun(const layout::LinearLayout &layout, int64_t limit) {
-  int last = layout.rank() - 1;
-  int64_t run = 1;
-  for (const layout::Coord &basis : layout.registers()) {
-    layout::Coord unit(layout.rank(), 0);
-    unit[last] = run;
-    if (basis != unit || run * 2 > limit)
-      break;
-    run *= 2;
-  }
-  // Every other basis must move whole runs, or runs would overlap and misalign.
-  for (;; run /= 2) {
-    bool aligned = true;
-    size_t inside = llvm::Log2_64(run);
-    for (size_t i = inside; i < layout.registers().size(); ++i)
-      aligned &= layout.registers()[i][last] % run == 0;
-    for (const auto *bases : {&layout.lanes(), &layout.warps()})
-      for (const layout::Coord &basis : *bases)
-        aligned &= basis[last] % run == 0;
-    if (aligned || run == 1)
-      return run;
-  }
-}
-
 } // namespace
 
 /// Element index of `coord` in a tile of `shape` stored row-major, 16-byte chunks swizzled.
@@ -216,7 +190,7 @@ void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::Lin
   std::vector<Values> coords = registerCoordinates(b, loc, layout);
   Type stored = storageType(element);
   int64_t bytes = storageBytes(stored);
-  int64_t run = registerRun(layout, std::max<int64_t>(1, 16 / bytes));
+  int64_t run = layout.contiguousRegisters(layout.rank() - 1, std::max<int64_t>(1, 16 / bytes));
   for (size_t r = 0; r < registers.size(); r += run) {
     Value index = sharedIndex(b, loc, coords[r], layout.shape(), bytes, swizzle);
     Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
@@ -237,7 +211,7 @@ Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::
   std::vector<Values> coords = registerCoordinates(b, loc, view);
   Type stored = storageType(element);
   int64_t bytes = storageBytes(stored);
-  int64_t run = registerRun(view, std::max<int64_t>(1, 16 / bytes));
+  int64_t run = view.contiguousRegisters(view.rank() - 1, std::max<int64_t>(1, 16 / bytes));
   Values out;
   for (size_t r = 0; r < coords.size(); r += run) {
     Value index = sharedIndex(b, loc, coords[r], view.shape(), bytes, swizzle);

@@ -47,6 +47,10 @@ public:
   int64_t numLanes() const { return int64_t(1) << lanes_.size(); }
   int64_t numWarps() const { return int64_t(1) << warps_.size(); }
 
+  /// How many consecutive registers hold consecutive elements along `dim` (a vector in memory
+  /// where `dim` is contiguous), at most `limit`, with every other basis moving whole runs.
+  int64_t contiguousRegisters(int dim, int64_t limit) const;
+
   /// The coordinates of register `reg` of lane `lane` in warp `warp`.
   Coord apply(int64_t reg, int64_t lane, int64_t warp) const;
 
