@@ -1,5 +1,5 @@
 // The whole compiler, stage by stage: traced tile IR -> layouts -> shared memory -> LLVM/NVVM
-// -> LLVM IR -> PTX. TESSERA_DUMP_IR=<dir> writes every stage to <dir>/<kernel>.<n>-<stage>.
+// -> LLVM IR -> PTX. TESSERA_DUMP_IR=<dir> writes every stage to <dir>/<kernel>.<k>.<n>-<stage>.
 #include "tessera/compiler/Compiler.h"
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Target/PTX.h"
@@ -20,16 +20,20 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 
 namespace tessera::compiler {
 namespace {
 
-/// Writes each stage's text to $TESSERA_DUMP_IR/<kernel>.<n>-<stage> when that is set.
+/// Writes each stage's text to $TESSERA_DUMP_IR/<kernel>.<compile>.<n>-<stage> when that is set
+/// (<compile> counts the compilations of this process, so specializations do not overwrite).
 class StageDumper {
 public:
-  explicit StageDumper(std::string kernel) : kernel_(std::move(kernel)) {
+  explicit StageDumper(const std::string &kernel) {
+    static std::atomic<int> compilations{0};
+    kernel_ = kernel + "." + std::to_string(++compilations);
     if (const char *dir = std::getenv("TESSERA_DUMP_IR"))
       dir_ = dir;
   }
