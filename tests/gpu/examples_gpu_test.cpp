@@ -231,13 +231,17 @@ INSTANTIATE_TEST_SUITE_P(Warps, Reductions, ::testing::Values(1, 4, 8));
 
 // --- atomics, masks, scalar stores --------------------------------------------------------------
 
-TEST_F(GpuTest, AtomicHistogramAndSum) {
+TEST_F(GpuTest, AtomicHistogramSumMaxMin) {
   const int n = 10007, bins = 16;
-  Kernel k = kernel("histogram", [](Ptr<i32> values, Ptr<i32> counts, Ptr<f32> x, Ptr<f32> total, Int n) {
+  Kernel k = kernel("histogram", [](Ptr<i32> values, Ptr<i32> counts, Ptr<f32> x, Ptr<f32> total,
+                                    Ptr<f32> extremes, Int n) {
     Tile i = program_id(0) * 256 + arange(0, 256);
     Tile ok = i < n;
     atomic_add(counts + load(values + i, ok, 0), 1, ok);
     atomic_add(total + i * 0, load(x + i, ok, 0.0), ok);
+    Tile signed_values = load(values + i, ok, 0).to<f32>() - 7.5; // -7.5 .. 7.5
+    atomic_max(extremes + i * 0, signed_values, ok);
+    atomic_min(extremes + 1 + i * 0, signed_values, ok);
   });
   std::vector<int32_t> values(n);
   std::vector<int> want(bins, 0);
@@ -250,8 +254,12 @@ TEST_F(GpuTest, AtomicHistogramAndSum) {
   jit::DeviceBuffer counts(bins * 4), total(4);
   counts.fill_bytes(0);
   total.fill_bytes(0);
-  k.launch({uint32_t(cdiv(n, 256))}, {}, dv.data(), counts.data(), dx.data(), total.data(), n);
+  auto extremes = upload(std::vector<float>{-100.0f, 100.0f});
+  k.launch({uint32_t(cdiv(n, 256))}, {}, dv.data(), counts.data(), dx.data(), total.data(), extremes.data(), n);
   jit::synchronize();
+  auto mm = download<float>(extremes, 2);
+  EXPECT_EQ(mm[0], 7.5f);  // float atomic max, across signs
+  EXPECT_EQ(mm[1], -7.5f); // float atomic min
   auto got = download<int32_t>(counts, bins);
   for (int b = 0; b < bins; ++b)
     EXPECT_EQ(got[b], want[b]) << "bin " << b;

@@ -97,3 +97,19 @@ func.func @mma_tile(%a: tensor<16x16xbf16, #b>, %b: tensor<16x16xbf16, #b>, %acc
   tile.store %os, %d : tensor<16x16x!tile.ptr<f32>, #mma>
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
+
+// Float atomic max: non-negative values as a signed-integer max, negative ones as an
+// unsigned-integer min of the bits; float add is native.
+// CHECK-LABEL: llvm.func @float_atomics
+// CHECK: atom.global.acq_rel.gpu.max.s32
+// CHECK: atom.global.acq_rel.gpu.min.u32
+// CHECK: atom.global.relaxed.cta.add.f32
+func.func @float_atomics(%p: !tile.ptr<f32>, %v: f32) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %a = tile.atomic_rmw max, acq_rel, gpu, %p, %v : !tile.ptr<f32>
+  %b = tile.atomic_rmw add, relaxed, cta, %p, %v : !tile.ptr<f32>
+  return
+}

@@ -276,29 +276,20 @@ struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
     Type element = getTypeConverter()->convertType(getElementTypeOrSelf(op.getType()));
     unsigned bits = element.getIntOrFloatBitWidth();
     bool fl = isa<FloatType>(element);
-    std::string type;
-    switch (op.getKind()) {
-    case AtomicKind::add:
-      type = fl ? (bits == 16 ? std::string("noftz.") + (element.isBF16() ? "bf16" : "f16")
-                              : "f" + std::to_string(bits))
-                : "u" + std::to_string(bits);
-      break;
-    case AtomicKind::max:
-    case AtomicKind::min:
-      if (fl)
-        return rewriter.notifyMatchFailure(op, "atomic max/min of floats is not supported yet");
-      type = "s" + std::to_string(bits);
-      break;
-    default:
-      type = "b" + std::to_string(bits);
-    }
+    bool floatExtremum = fl && (op.getKind() == AtomicKind::max || op.getKind() == AtomicKind::min);
     if (bits < 16 || (bits == 16 && (op.getKind() != AtomicKind::add || !fl)))
       return rewriter.notifyMatchFailure(op, "atomics on 8- and 16-bit integers are not supported");
-    std::string code = "mov.b" + std::to_string(bits) + " $0, 0;\n\t@$3 atom.global." +
-                       stringifyMemSemantic(op.getSem()).str() + "." +
-                       stringifyMemScope(op.getScope()).str() + "." +
-                       stringifyAtomicKind(op.getKind()).str() + "." + type + " $0, [$1], $2;";
-    std::string reg = ptxConstraint(bits).str();
+    auto code = [&](StringRef kind, const std::string &type) {
+      return "mov.b" + std::to_string(bits) + " $0, 0;\n\t@$3 atom.global." +
+             stringifyMemSemantic(op.getSem()).str() + "." + stringifyMemScope(op.getScope()).str() +
+             "." + kind.str() + "." + type + " $0, [$1], $2;";
+    };
+    std::string type = fl ? (bits == 16 ? std::string("noftz.") + (element.isBF16() ? "bf16" : "f16")
+                                        : "f" + std::to_string(bits))
+                          : (op.getKind() == AtomicKind::add ? "u" : "b") + std::to_string(bits);
+    if (!fl && (op.getKind() == AtomicKind::max || op.getKind() == AtomicKind::min))
+      type = "s" + std::to_string(bits);
+    std::string reg = ptxConstraint(bits).str(), constraints = "=" + reg + ",l," + reg + ",b";
     Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
     Values values = registersOf(rewriter, loc, adaptor.getValue());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
@@ -306,8 +297,24 @@ struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
     Values out;
     for (size_t r = 0; r < ptrs.size(); ++r) {
       Value word = toWord(rewriter, loc, values[r]);
-      Value old = ptx(rewriter, loc, word.getType(), code, "=" + reg + ",l," + reg + ",b",
-                      {ptrs[r], word, masks.empty() ? always : masks[r]}, true);
+      Value mask = masks.empty() ? always : masks[r];
+      Value old;
+      if (floatExtremum) {
+        // Floats order like sign-magnitude integers: a non-negative value compares with memory as
+        // a signed integer, a negative one in reverse as an unsigned integer.
+        bool isMax = op.getKind() == AtomicKind::max;
+        Value nonNegative = LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::sge, word,
+                                                 constantOf(rewriter, loc, word.getType(), 0));
+        Value negative = LLVM::XOrOp::create(rewriter, loc, nonNegative, always);
+        Value whenNonNegative = ptx(rewriter, loc, word.getType(), code(isMax ? "max" : "min", "s" + std::to_string(bits)),
+                                    constraints, {ptrs[r], word, LLVM::AndOp::create(rewriter, loc, mask, nonNegative)}, true);
+        Value whenNegative = ptx(rewriter, loc, word.getType(), code(isMax ? "min" : "max", "u" + std::to_string(bits)),
+                                 constraints, {ptrs[r], word, LLVM::AndOp::create(rewriter, loc, mask, negative)}, true);
+        old = LLVM::SelectOp::create(rewriter, loc, nonNegative, whenNonNegative, whenNegative);
+      } else {
+        old = ptx(rewriter, loc, word.getType(), code(stringifyAtomicKind(op.getKind()), type), constraints,
+                  {ptrs[r], word, mask}, true);
+      }
       out.push_back(fromWord(rewriter, loc, old, element));
     }
     rewriter.replaceOp(op, result(rewriter, loc, getTypeConverter()->convertType(op.getType()), out));
