@@ -50,15 +50,11 @@ int main(int argc, char **argv) {
       b.fill_bytes(0x3C);
       double bestMs = 1e30;
       std::string bestConfig;
-      for (auto [bm, bn, bk, warps] : std::vector<std::tuple<int, int, int, int>>{
-               {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 64, 32, 4}, {64, 64, 32, 4}, {128, 256, 32, 8},
-               {128, 128, 64, 4}, {128, 128, 64, 8}, {128, 256, 64, 8}, {256, 128, 64, 8}, {64, 64, 64, 4}}) {
-        if (s.N < bn)
+      for (const Config &config : examples::matmul_configs()) {
+        if (s.N < config["BLOCK_N"])
           continue;
-        Config config{{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}};
-        uint32_t programs = static_cast<uint32_t>(cdiv(s.M, bm) * cdiv(s.N, bn));
         double ms = bench::median_ms([&] {
-          kernel.launch({programs}, config, a.data(), b.data(), c.data(), int(s.M), int(s.N), int(s.K),
+          kernel.launch(examples::matmul_grid(config, s.M, s.N), config, a.data(), b.data(), c.data(), int(s.M), int(s.N), int(s.K),
                         int(s.K), 1, int(s.N), 1, int(s.N), 1);
         }, 5, 30);
         if (ms < bestMs) {

@@ -5,6 +5,8 @@
 #include <tessera/dsl.h>
 
 #include <functional>
+#include <tuple>
+#include <vector>
 
 namespace tessera::examples {
 
@@ -46,6 +48,22 @@ dsl::Kernel matmul(std::function<dsl::Tile(dsl::Tile)> epilogue = {}) {
       acc = epilogue(acc);
     store(c + rows * stride_cm + cols * stride_cn, cast<T>(acc), rows < M && cols < N);
   });
+}
+
+/// The config space matmul is tuned over: block shapes, warps (the first is the default).
+inline std::vector<dsl::Config> matmul_configs() {
+  std::vector<dsl::Config> configs;
+  for (auto [bm, bn, bk, warps] : std::vector<std::tuple<int, int, int, int>>{
+           {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 256, 32, 8}, {256, 128, 32, 8}, {128, 64, 32, 4},
+           {64, 128, 32, 4}, {64, 64, 32, 4}, {128, 128, 64, 4}, {128, 128, 64, 8}, {128, 64, 64, 4},
+           {64, 64, 64, 4}, {256, 128, 64, 8}})
+    configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}});
+  return configs;
+}
+
+/// Programs of a matmul launch for `config`.
+inline dsl::Grid matmul_grid(const dsl::Config &config, int64_t M, int64_t N) {
+  return {static_cast<uint32_t>(dsl::cdiv(M, config["BLOCK_M"]) * dsl::cdiv(N, config["BLOCK_N"]))};
 }
 
 } // namespace tessera::examples

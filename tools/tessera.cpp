@@ -1,10 +1,16 @@
 // The tessera command line:
-//   tessera info          the GPU, driver and compute capability; the compiler; the cache
-//   tessera cache clear   remove every compiled kernel from the disk cache
+//   tessera info                            the GPU, driver, compute capability; compiler; caches
+//   tessera cache clear                     remove every compiled kernel from the disk cache
+//   tessera tune matmul M N K [bf16|fp16]   tune the matmul for these sizes on this GPU
+//   tessera tune --export FILE              write this GPU model's tuning results to FILE
+//   tessera tune --import FILE              merge FILE's results for this GPU model
 #include "tessera/compiler/Compiler.h"
 #include "tessera/error.h"
+#include "tessera/jit/Autotune.h"
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/Runtime.h"
+
+#include "matmul.h"
 
 #include <cstdio>
 #include <string>
@@ -12,8 +18,44 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: tessera info\n       tessera cache clear\n");
+  std::fprintf(stderr, "usage: tessera info\n       tessera cache clear\n"
+                       "       tessera tune matmul M N K [bf16|fp16]\n"
+                       "       tessera tune --export FILE | --import FILE\n");
   return 2;
+}
+
+int tuneMatmul(int64_t M, int64_t N, int64_t K, bool bf16) {
+  using namespace tessera;
+  jit::DeviceBuffer a(M * K * 2), b(K * N * 2), c(M * N * 2);
+  a.fill_bytes(0x3C);
+  b.fill_bytes(0x3C);
+  dsl::Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<dsl::f16>();
+  jit::Autotuner::Options options;
+  options.key_arguments = {3, 4, 5}; // M, N, K
+  jit::Autotuner tuner(kernel, examples::matmul_configs(), options);
+  auto grid = [&](const dsl::Config &config) { return examples::matmul_grid(config, M, N); };
+  std::vector<dsl::LaunchArg> args{a.data(), b.data(), c.data(), M, N, K, K, 1, N, 1, N, 1};
+  dsl::Config best = tuner.config_for(grid, args);
+  const auto &tuning = tuner.last_tuning();
+  if (!tuning) {
+    std::printf("%s %lldx%lldx%lld: stored result %s (no timing runs)\n", bf16 ? "bf16" : "fp16",
+                (long long)M, (long long)N, (long long)K, best.str().c_str());
+    return 0;
+  }
+  double flops = 2.0 * M * N * K;
+  std::printf("%-70s %10s %10s %12s\n", "config", "ms", "TFLOP/s", "compile s");
+  for (const jit::Trial &trial : tuning->trials) {
+    if (trial.failure.empty())
+      std::printf("%-70s %10.4f %10.1f %12.2f\n", trial.config.str().c_str(), trial.ms,
+                  flops / (trial.ms * 1e9), trial.compile_seconds);
+    else
+      std::printf("%-70s %s\n", trial.config.str().c_str(), trial.failure.c_str());
+  }
+  std::printf("best %s: %.4f ms (%.1f TFLOP/s); default %s: %.4f ms; tuned %zu configs in %.1f s\n",
+              best.str().c_str(), tuning->best_ms, flops / (tuning->best_ms * 1e9),
+              tuning->trials.front().config.str().c_str(), tuning->trials.front().ms,
+              tuning->trials.size(), tuning->seconds);
+  return 0;
 }
 
 int info() {
@@ -32,6 +74,7 @@ int info() {
   tessera::jit::CacheStats stats = tessera::jit::cache_stats();
   std::printf("cache:          %s (%lld kernels, %.1f KiB)\n", tessera::jit::cache_dir().c_str(),
               static_cast<long long>(stats.entries), stats.bytes / 1024.0);
+  std::printf("tuning results: %s\n", tessera::jit::TuningDatabase::default_path().c_str());
   return 0;
 }
 
@@ -42,6 +85,19 @@ int main(int argc, char **argv) {
   try {
     if (command == "info" && argc == 2)
       return info();
+    if (command == "tune" && argc >= 6 && std::string(argv[2]) == "matmul") {
+      bool bf16 = argc < 7 || std::string(argv[6]) != "fp16";
+      return tuneMatmul(std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]), bf16);
+    }
+    if (command == "tune" && argc == 4 && (std::string(argv[2]) == "--export" || std::string(argv[2]) == "--import")) {
+      tessera::jit::TuningDatabase database;
+      tessera::jit::TuningContext context = tessera::jit::TuningContext::current();
+      bool exporting = std::string(argv[2]) == "--export";
+      size_t count = exporting ? database.export_to(argv[3], context) : database.import_from(argv[3], context);
+      std::printf("%s %zu tuning results for %s %s %s\n", exporting ? "exported" : "imported", count,
+                  context.str().c_str(), exporting ? "to" : "from", argv[3]);
+      return 0;
+    }
     if (command == "cache" && argc == 3 && std::string(argv[2]) == "clear") {
       long long removed = tessera::jit::cache_clear();
       std::printf("removed %lld kernels from %s\n", removed, tessera::jit::cache_dir().c_str());

@@ -30,6 +30,7 @@ DeviceInfo current_device() {
   info.minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info.sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info.memory_clock_khz = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  info.max_shared_memory = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   TESSERA_CU(cuDeviceTotalMem_v2(&info.memory_bytes, device));
   TESSERA_CU(cuDriverGetVersion(&info.driver_version));
   return info;
@@ -106,6 +107,11 @@ float Event::elapsed_since(const Event &start) const {
 }
 
 void synchronize() { TESSERA_CU(cuCtxSynchronize()); }
+
+void copy_device(void *dst, const void *src, size_t bytes) {
+  if (bytes)
+    TESSERA_CU(cuMemcpyDtoD_v2(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
+}
 
 LoadedKernel::LoadedKernel(const std::string &ptx, const std::string &name, int num_warps,
                            int64_t shared_memory)

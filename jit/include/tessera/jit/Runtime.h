@@ -20,6 +20,7 @@ struct DeviceInfo {
   int memory_clock_khz = 0;
   size_t memory_bytes = 0;
   int driver_version = 0;    // e.g. 13000 for CUDA 13.0
+  int max_shared_memory = 0; // bytes one program may use (opt-in)
   /// "NVIDIA H200/132SM/2619MHz": what tuning results and caches are keyed by.
   std::string model() const;
 };
@@ -83,6 +84,9 @@ private:
 
 /// Wait for all work on the device.
 void synchronize();
+
+/// Copy `bytes` between device buffers.
+void copy_device(void *dst, const void *src, size_t bytes);
 
 /// A loaded PTX module and one of its functions.
 class LoadedKernel {

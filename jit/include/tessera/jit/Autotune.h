@@ -1,0 +1,125 @@
+// Autotuning: pick the fastest config of a kernel for the argument values that matter, once per
+// GPU model, and remember it on disk.
+#ifndef TESSERA_JIT_AUTOTUNE_H
+#define TESSERA_JIT_AUTOTUNE_H
+
+#include "tessera/dsl/kernel.h"
+#include "tessera/jit/Runtime.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::jit {
+
+/// What a tuning result is valid for: the GPU model (name, SMs, memory clock), the driver and
+/// the compiler. An H100 and an H200 never share results; a new compiler retunes.
+struct TuningContext {
+  std::string gpu_model;
+  int driver_version = 0;
+  std::string compiler;
+  static TuningContext current(); // of the current device and this build
+  std::string str() const;
+};
+
+/// One config tried: its time, or why it was skipped or failed.
+struct Trial {
+  dsl::Config config;
+  double ms = 0;           // median time when it ran
+  std::string failure;     // empty when it ran
+  double compile_seconds = 0;
+};
+
+struct TuningResult {
+  dsl::Config best;
+  double best_ms = 0;
+  std::vector<Trial> trials;
+  double seconds = 0; // wall time of the whole tuning
+};
+
+/// off: never tune (the first config); cached: use stored results, never tune; on: tune what is
+/// not stored (default); force: tune again. From TESSERA_AUTOTUNE.
+enum class TuneMode { off, cached, on, force };
+TuneMode tune_mode();
+
+/// The tuning database: $TESSERA_CACHE_DIR/tuning.json, shared by processes (writes are locked
+/// read-modify-write, then an atomic rename; a corrupt file is ignored and rewritten).
+class TuningDatabase {
+public:
+  explicit TuningDatabase(std::string path = default_path());
+  static std::string default_path();
+  const std::string &path() const { return path_; }
+
+  /// The stored best config for `key` under `context`.
+  std::optional<dsl::Config> lookup(const TuningContext &context, const std::string &key) const;
+  void store(const TuningContext &context, const std::string &key, const TuningResult &result);
+  /// Copy the entries of `context` to `file`, or merge them in from it; how many.
+  size_t export_to(const std::string &file, const TuningContext &context) const;
+  size_t import_from(const std::string &file, const TuningContext &context);
+
+private:
+  std::string path_;
+};
+
+/// Time one config (milliseconds); throw tessera::Error when it cannot run.
+using Measure = std::function<double(const dsl::Config &)>;
+/// Why a config is pruned before it runs, or "" to keep it.
+using Prune = std::function<std::string(const dsl::Config &)>;
+
+/// Measure every config that `prune` keeps; failures are recorded with their reason and skipped.
+/// Throws tessera::Error only when no config runs. Progress goes to stderr when `progress`.
+TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
+                  bool progress);
+
+/// The grid of a launch for a config.
+using GridFn = std::function<dsl::Grid(const dsl::Config &)>;
+
+/// A kernel with a config space, tuned per distinct value of its key arguments.
+class Autotuner {
+public:
+  struct Options {
+    std::vector<size_t> key_arguments;          // arguments whose values select the config
+    std::vector<std::pair<size_t, size_t>> restore; // (pointer argument, bytes) written in place
+    std::function<std::string(const dsl::Config &, const std::vector<dsl::LaunchArg> &)> prune;
+    int warmup = 3;
+    int runs = 20;
+    /// Custom timing (default: CUDA events around the kernel, inputs restored, L2 flushed).
+    Measure measure;
+    /// Custom context (default: TuningContext::current()).
+    std::optional<TuningContext> context;
+    /// Custom database (default: TuningDatabase::default_path()).
+    std::string database;
+  };
+  Autotuner(dsl::Kernel kernel, std::vector<dsl::Config> space, Options options);
+
+  /// The config these arguments launch with: stored, tuned now, or the first (see TuneMode).
+  dsl::Config config_for(const GridFn &grid, const std::vector<dsl::LaunchArg> &args);
+  template <typename... Args> void launch(const GridFn &grid, Args &&...args) {
+    std::vector<dsl::LaunchArg> packed{dsl::LaunchArg(args)...};
+    dsl::Config config = config_for(grid, packed);
+    kernel_.launch_args(nullptr, grid(config), config, packed.data(), packed.size());
+  }
+  /// The tuning this object ran last, if any (for reports).
+  const std::optional<TuningResult> &last_tuning() const { return last_; }
+  /// The database key of these arguments (kernel identity and key values).
+  std::string key(const std::vector<dsl::LaunchArg> &args) const;
+
+private:
+  double timeOnGpu(const dsl::Config &config, const GridFn &grid, const std::vector<dsl::LaunchArg> &args);
+  void restore(const std::vector<dsl::LaunchArg> &args);
+
+  dsl::Kernel kernel_;
+  std::vector<dsl::Config> space_;
+  Options options_;
+  std::string identity_;
+  std::optional<TuningResult> last_;
+  std::map<std::string, dsl::Config> chosen_; // key -> config, for launches after the first
+  std::map<std::string, double> compileSeconds_;
+  std::vector<DeviceBuffer> saved_; // inputs of in-place kernels while tuning
+};
+
+} // namespace tessera::jit
+
+#endif // TESSERA_JIT_AUTOTUNE_H

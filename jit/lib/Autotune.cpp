@@ -1,0 +1,325 @@
+#include "tessera/jit/Autotune.h"
+
+#include "tessera/compiler/Compiler.h"
+#include "tessera/error.h"
+#include "tessera/jit/Cache.h"
+#include "tessera/jit/Runtime.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace tessera::jit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+llvm::json::Object toJson(const dsl::Config &config) {
+  llvm::json::Object object;
+  for (const auto &[name, value] : config.values())
+    object[name] = value;
+  return object;
+}
+
+std::optional<dsl::Config> configFromJson(const llvm::json::Value *value) {
+  const llvm::json::Object *object = value ? value->getAsObject() : nullptr;
+  if (!object)
+    return std::nullopt;
+  dsl::Config config;
+  for (const auto &[name, v] : *object) {
+    std::optional<int64_t> number = v.getAsInteger();
+    if (!number)
+      return std::nullopt;
+    config.set(name.str(), *number);
+  }
+  return config;
+}
+
+/// The database as JSON: {"version": 1, "entries": {context: {key: entry}}}; empty when the
+/// file is missing or does not parse (it is then rewritten on the next store).
+llvm::json::Object readDatabase(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (buffer) {
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse((*buffer)->getBuffer());
+    if (parsed) {
+      if (llvm::json::Object *object = parsed->getAsObject())
+        if (object->getObject("entries"))
+          return std::move(*object);
+    } else {
+      llvm::consumeError(parsed.takeError());
+    }
+  }
+  return llvm::json::Object{{"version", 1}, {"entries", llvm::json::Object{}}};
+}
+
+void writeDatabase(const std::string &path, llvm::json::Object database) {
+  std::random_device random;
+  std::string temporary = path + "." + std::to_string(llvm::sys::Process::getProcessId()) + "." +
+                          std::to_string(random()) + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temporary, ec);
+    if (ec)
+      throw Error("cannot write the tuning database " + temporary + ": " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(database))) << "\n";
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+    llvm::sys::fs::remove(temporary);
+    throw Error("cannot replace the tuning database " + path + ": " + ec.message());
+  }
+}
+
+/// An exclusive lock on `path`.lock for a read-modify-write of the database.
+class FileLock {
+public:
+  explicit FileLock(const std::string &path) : fd_(open((path + ".lock").c_str(), O_RDWR | O_CREAT, 0644)) {
+    if (fd_ < 0)
+      throw Error("cannot lock the tuning database " + path + ": " + std::strerror(errno));
+    flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    flock(fd_, LOCK_UN);
+    close(fd_);
+  }
+
+private:
+  int fd_;
+};
+
+} // namespace
+
+TuningContext TuningContext::current() {
+  DeviceInfo device = current_device();
+  return {device.model(), device.driver_version, compiler::version()};
+}
+
+std::string TuningContext::str() const {
+  return gpu_model + " | driver " + std::to_string(driver_version) + " | " + compiler;
+}
+
+TuneMode tune_mode() {
+  const char *env = std::getenv("TESSERA_AUTOTUNE");
+  std::string mode = env ? env : "";
+  if (mode == "off" || mode == "0")
+    return TuneMode::off;
+  if (mode == "cached")
+    return TuneMode::cached;
+  if (mode == "force")
+    return TuneMode::force;
+  return TuneMode::on;
+}
+
+TuningDatabase::TuningDatabase(std::string path) : path_(std::move(path)) {}
+
+std::string TuningDatabase::default_path() { return cache_dir() + "/tuning.json"; }
+
+std::optional<dsl::Config> TuningDatabase::lookup(const TuningContext &context, const std::string &key) const {
+  llvm::json::Object database = readDatabase(path_);
+  const llvm::json::Object *entries = database.getObject("entries")->getObject(context.str());
+  const llvm::json::Object *entry = entries ? entries->getObject(key) : nullptr;
+  return entry ? configFromJson(entry->get("best")) : std::nullopt;
+}
+
+void TuningDatabase::store(const TuningContext &context, const std::string &key, const TuningResult &result) {
+  llvm::json::Array trials;
+  for (const Trial &trial : result.trials) {
+    llvm::json::Object t{{"config", toJson(trial.config)}, {"compile_seconds", trial.compile_seconds}};
+    if (trial.failure.empty())
+      t["ms"] = trial.ms;
+    else
+      t["failure"] = trial.failure;
+    trials.push_back(std::move(t));
+  }
+  FileLock lock(path_);
+  llvm::json::Object database = readDatabase(path_);
+  llvm::json::Object *entries = database.getObject("entries");
+  if (!entries->getObject(context.str()))
+    (*entries)[context.str()] = llvm::json::Object{};
+  (*entries->getObject(context.str()))[key] =
+      llvm::json::Object{{"best", toJson(result.best)}, {"best_ms", result.best_ms},
+                         {"seconds", result.seconds}, {"trials", std::move(trials)}};
+  writeDatabase(path_, std::move(database));
+}
+
+size_t TuningDatabase::export_to(const std::string &file, const TuningContext &context) const {
+  llvm::json::Object database = readDatabase(path_);
+  const llvm::json::Object *entries = database.getObject("entries")->getObject(context.str());
+  llvm::json::Object mine = entries ? *entries : llvm::json::Object{};
+  size_t count = mine.size();
+  writeDatabase(file, llvm::json::Object{{"version", 1},
+                                         {"entries", llvm::json::Object{{context.str(), std::move(mine)}}}});
+  return count;
+}
+
+size_t TuningDatabase::import_from(const std::string &file, const TuningContext &context) {
+  if (!llvm::sys::fs::exists(file))
+    throw Error("no tuning database at " + file);
+  llvm::json::Object incoming = readDatabase(file);
+  const llvm::json::Object *theirs = incoming.getObject("entries")->getObject(context.str());
+  if (!theirs)
+    return 0; // tuned for another GPU, driver or compiler: nothing applies here
+  FileLock lock(path_);
+  llvm::json::Object database = readDatabase(path_);
+  llvm::json::Object *entries = database.getObject("entries");
+  if (!entries->getObject(context.str()))
+    (*entries)[context.str()] = llvm::json::Object{};
+  llvm::json::Object *mine = entries->getObject(context.str());
+  for (const auto &[key, entry] : *theirs)
+    (*mine)[key] = entry;
+  writeDatabase(path_, std::move(database));
+  return theirs->size();
+}
+
+TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
+                  bool progress) {
+  auto start = Clock::now();
+  TuningResult result;
+  result.best_ms = -1;
+  for (size_t i = 0; i < space.size(); ++i) {
+    Trial trial{space[i], 0, prune ? prune(space[i]) : std::string(), 0};
+    if (!trial.failure.empty()) {
+      trial.failure = "pruned: " + trial.failure;
+    } else {
+      try {
+        trial.ms = measure(space[i]);
+        if (result.best_ms < 0 || trial.ms < result.best_ms) {
+          result.best_ms = trial.ms;
+          result.best = space[i];
+        }
+      } catch (const Error &error) {
+        trial.failure = error.what();
+      }
+    }
+    result.trials.push_back(trial);
+    if (progress)
+      std::fprintf(stderr, "[tessera tune] %zu/%zu %s: %s (best %s %.4f ms, %.1f s)\n", i + 1,
+                   space.size(), space[i].str().c_str(),
+                   trial.failure.empty() ? (std::to_string(trial.ms) + " ms").c_str() : trial.failure.c_str(),
+                   result.best.str().c_str(), result.best_ms, secondsSince(start));
+  }
+  result.seconds = secondsSince(start);
+  if (result.best_ms < 0) {
+    std::string reasons;
+    for (const Trial &trial : result.trials)
+      reasons += "\n  " + trial.config.str() + ": " + trial.failure;
+    throw Error("autotuning: no config ran" + reasons);
+  }
+  return result;
+}
+
+Autotuner::Autotuner(dsl::Kernel kernel, std::vector<dsl::Config> space, Options options)
+    : kernel_(std::move(kernel)), space_(std::move(space)), options_(std::move(options)) {
+  if (space_.empty())
+    throw Error("autotuning kernel '" + kernel_.name() + "': the config space is empty");
+  // The kernel's identity: its name, signature and traced code (of the first config).
+  std::string signature;
+  for (const dsl::ArgSpec &arg : kernel_.signature())
+    signature += arg.str() + ",";
+  identity_ = kernel_.name() + "(" + signature + ")#" +
+              llvm::utohexstr(llvm::xxh3_64bits(kernel_.trace(space_.front()).str()));
+}
+
+std::string Autotuner::key(const std::vector<dsl::LaunchArg> &args) const {
+  std::string key = identity_;
+  for (size_t i : options_.key_arguments) {
+    if (i >= args.size())
+      throw Error("autotuning kernel '" + kernel_.name() + "': key argument " + std::to_string(i) +
+                  " of " + std::to_string(args.size()));
+    key += i == options_.key_arguments.front() ? "|" : ",";
+    key += args[i].kind() == dsl::LaunchArg::Kind::Float ? std::to_string(args[i].floating())
+                                                         : std::to_string(args[i].integer());
+  }
+  return key;
+}
+
+dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::LaunchArg> &args) {
+  TuneMode mode = tune_mode();
+  if (mode == TuneMode::off)
+    return space_.front();
+  std::string k = key(args);
+  if (auto it = chosen_.find(k); it != chosen_.end() && mode != TuneMode::force)
+    return it->second;
+  TuningContext context = options_.context ? *options_.context : TuningContext::current();
+  TuningDatabase database(options_.database.empty() ? TuningDatabase::default_path() : options_.database);
+  if (mode != TuneMode::force)
+    if (std::optional<dsl::Config> stored = database.lookup(context, k))
+      return chosen_[k] = *stored;
+  if (mode == TuneMode::cached)
+    return chosen_[k] = space_.front();
+
+  // Kernels that write in place get their inputs back before every timed run.
+  saved_.clear();
+  if (!options_.measure)
+    for (auto [arg, bytes] : options_.restore) {
+      saved_.emplace_back(bytes);
+      copy_device(saved_.back().data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
+    }
+  Measure measure = options_.measure ? options_.measure : Measure([&](const dsl::Config &config) {
+    return timeOnGpu(config, grid, args);
+  });
+  auto prune = [&](const dsl::Config &config) {
+    return options_.prune ? options_.prune(config, args) : std::string();
+  };
+  bool progress = std::getenv("TESSERA_AUTOTUNE_VERBOSE") || isatty(STDERR_FILENO);
+  compileSeconds_.clear();
+  TuningResult result = tune(space_, prune, measure, progress);
+  for (Trial &trial : result.trials)
+    trial.compile_seconds = compileSeconds_[trial.config.str()];
+  restore(args); // leave the arguments as they were given
+  saved_.clear();
+  database.store(context, k, result);
+  last_ = result;
+  return chosen_[k] = result.best;
+}
+
+void Autotuner::restore(const std::vector<dsl::LaunchArg> &args) {
+  for (size_t i = 0; i < saved_.size(); ++i)
+    copy_device(reinterpret_cast<void *>(args[options_.restore[i].first].integer()), saved_[i].data(),
+                options_.restore[i].second);
+}
+
+double Autotuner::timeOnGpu(const dsl::Config &config, const GridFn &grid,
+                            const std::vector<dsl::LaunchArg> &args) {
+  dsl::Grid g = grid(config);
+  // The first launch compiles (or loads from the disk cache); failures surface here.
+  auto start = Clock::now();
+  kernel_.launch_args(nullptr, g, config, args.data(), args.size());
+  synchronize();
+  compileSeconds_[config.str()] = secondsSince(start);
+  static DeviceBuffer flush(256 << 20); // larger than L2: every timed run starts cold
+  std::vector<double> times;
+  Event before, after;
+  for (int i = 0; i < options_.warmup + options_.runs; ++i) {
+    restore(args); // not timed
+    flush.fill_bytes(0);
+    before.record();
+    kernel_.launch_args(nullptr, g, config, args.data(), args.size());
+    after.record();
+    after.synchronize();
+    if (i >= options_.warmup)
+      times.push_back(after.elapsed_since(before));
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+} // namespace tessera::jit

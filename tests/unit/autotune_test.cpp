@@ -1,0 +1,223 @@
+// Autotuning logic without a GPU: fake timings, fake GPU identities, temporary databases.
+#include "test_util.h"
+
+#include "tessera/error.h"
+#include "tessera/jit/Autotune.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::dsl;
+using namespace tessera::jit;
+using ::testing::HasSubstr;
+
+std::vector<Config> space() {
+  return {{{"BLOCK", 64}, {"num_warps", 4}}, {{"BLOCK", 128}, {"num_warps", 4}},
+          {{"BLOCK", 256}, {"num_warps", 8}}, {{"BLOCK", 512}, {"num_warps", 8}}};
+}
+
+/// A fake GPU: 256 is fastest, 512 "runs out of resources".
+double fakeTime(const Config &config) {
+  int64_t block = config["BLOCK"];
+  if (block == 512)
+    throw Error("cuLaunchKernel(probe) failed: CUDA_ERROR_OUT_OF_RESOURCES");
+  return block == 256 ? 1.0 : 2.0 + block / 64.0;
+}
+
+TEST(Tune, MeasuresWhatIsNotPrunedAndSkipsFailures) {
+  int measured = 0;
+  TuningResult result = tune(
+      space(), [](const Config &c) { return c["BLOCK"] == 64 ? std::string("too small") : std::string(); },
+      [&](const Config &c) {
+        ++measured;
+        return fakeTime(c);
+      },
+      false);
+  EXPECT_EQ(measured, 3);
+  EXPECT_EQ(result.best["BLOCK"], 256);
+  EXPECT_EQ(result.best_ms, 1.0);
+  ASSERT_EQ(result.trials.size(), 4u);
+  EXPECT_EQ(result.trials[0].failure, "pruned: too small");
+  EXPECT_THAT(result.trials[3].failure, HasSubstr("CUDA_ERROR_OUT_OF_RESOURCES"));
+  EXPECT_TRUE(result.trials[2].failure.empty());
+}
+
+TEST(Tune, FailsOnlyWhenNothingRuns) {
+  try {
+    tune(space(), {}, [](const Config &) -> double { throw Error("compile error"); }, false);
+    FAIL() << "no error";
+  } catch (const Error &error) {
+    EXPECT_THAT(error.what(), HasSubstr("autotuning: no config ran"));
+    EXPECT_THAT(error.what(), HasSubstr("{BLOCK=64, num_warps=4}: compile error"));
+  }
+}
+
+class TuningStore : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tessera-tuning-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    path_ = dir_ + "/tuning.json";
+    unsetenv("TESSERA_AUTOTUNE");
+  }
+  void TearDown() override {
+    unsetenv("TESSERA_AUTOTUNE");
+    std::remove(path_.c_str());
+    std::remove((path_ + ".lock").c_str());
+    std::remove((dir_ + "/export.json").c_str());
+    rmdir(dir_.c_str());
+  }
+  static TuningResult result(int64_t block) {
+    TuningResult r;
+    r.best = {{"BLOCK", block}};
+    r.best_ms = 1.5;
+    r.trials.push_back({r.best, 1.5, "", 0.2});
+    return r;
+  }
+  std::string dir_, path_;
+  TuningContext h200{"NVIDIA H200/132SM/3201MHz", 13000, "tessera-0.1/llvm-22.1.8"};
+};
+
+TEST_F(TuningStore, ResultsAreKeyedByGpuModelDriverAndCompiler) {
+  TuningDatabase db(path_);
+  EXPECT_FALSE(db.lookup(h200, "k").has_value());
+  db.store(h200, "k", result(256));
+  EXPECT_EQ((*db.lookup(h200, "k"))["BLOCK"], 256);
+  TuningContext h100 = h200;
+  h100.gpu_model = "NVIDIA H100 80GB HBM3/132SM/2619MHz";
+  EXPECT_FALSE(db.lookup(h100, "k").has_value());
+  TuningContext newer = h200;
+  newer.compiler = "tessera-0.2/llvm-22.1.8";
+  EXPECT_FALSE(db.lookup(newer, "k").has_value());
+  TuningContext driver = h200;
+  driver.driver_version = 13010;
+  EXPECT_FALSE(db.lookup(driver, "k").has_value());
+  // Another database object (another process) sees the stored result.
+  EXPECT_EQ((*TuningDatabase(path_).lookup(h200, "k"))["BLOCK"], 256);
+}
+
+TEST_F(TuningStore, CorruptDatabaseIsIgnoredAndRewritten) {
+  std::ofstream(path_) << "{ not json";
+  TuningDatabase db(path_);
+  EXPECT_FALSE(db.lookup(h200, "k").has_value());
+  db.store(h200, "k", result(128));
+  EXPECT_EQ((*db.lookup(h200, "k"))["BLOCK"], 128);
+}
+
+TEST_F(TuningStore, ConcurrentWritersKeepEveryEntry) {
+  const int writers = 4, keys = 15;
+  std::vector<pid_t> children;
+  for (int w = 0; w < writers; ++w) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      TuningDatabase db(path_);
+      for (int k = 0; k < keys; ++k)
+        db.store(h200, "w" + std::to_string(w) + "k" + std::to_string(k), result(64 * (w + 1)));
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  TuningDatabase db(path_);
+  for (int w = 0; w < writers; ++w)
+    for (int k = 0; k < keys; ++k) {
+      auto config = db.lookup(h200, "w" + std::to_string(w) + "k" + std::to_string(k));
+      ASSERT_TRUE(config.has_value()) << "lost w" << w << "k" << k;
+      EXPECT_EQ((*config)["BLOCK"], 64 * (w + 1));
+    }
+}
+
+TEST_F(TuningStore, ExportImportShipsResultsToTheSameGpuModel) {
+  TuningDatabase db(path_);
+  db.store(h200, "a", result(256));
+  db.store(h200, "b", result(128));
+  EXPECT_EQ(db.export_to(dir_ + "/export.json", h200), 2u);
+  std::remove(path_.c_str());
+  TuningDatabase fresh(path_);
+  TuningContext h100 = h200;
+  h100.gpu_model = "NVIDIA H100";
+  EXPECT_EQ(fresh.import_from(dir_ + "/export.json", h100), 0u); // another GPU: nothing applies
+  EXPECT_EQ(fresh.import_from(dir_ + "/export.json", h200), 2u);
+  EXPECT_EQ((*fresh.lookup(h200, "a"))["BLOCK"], 256);
+  EXPECT_THROW(fresh.import_from(dir_ + "/missing.json", h200), Error);
+}
+
+TEST_F(TuningStore, AutotunerTunesOnceThenReusesAcrossProcesses) {
+  Kernel k = tessera::testing::probe("scaled", [](tessera::testing::ProbeArgs &a) {
+    store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * a.f);
+  });
+  int measured = 0;
+  Autotuner::Options options;
+  options.key_arguments = {3}; // n
+  options.context = h200;
+  options.database = path_;
+  options.measure = [&](const Config &c) {
+    ++measured;
+    return fakeTime(c);
+  };
+  auto grid = [](const Config &c) { return Grid{uint32_t(c["BLOCK"])}; };
+  float *x = reinterpret_cast<float *>(0x1000);
+  std::vector<LaunchArg> args{x, x, x, 1000, int64_t(4), 2.0f};
+
+  Autotuner first(k, space(), options);
+  EXPECT_EQ(first.config_for(grid, args)["BLOCK"], 256);
+  EXPECT_EQ(measured, 4);
+  ASSERT_TRUE(first.last_tuning().has_value());
+  EXPECT_EQ(first.last_tuning()->trials.size(), 4u);
+  EXPECT_EQ(first.config_for(grid, args)["BLOCK"], 256); // remembered in memory
+  EXPECT_EQ(measured, 4);
+
+  Autotuner second(k, space(), options); // as a new process would: from the database
+  EXPECT_EQ(second.config_for(grid, args)["BLOCK"], 256);
+  EXPECT_EQ(measured, 4);
+  EXPECT_FALSE(second.last_tuning().has_value());
+
+  std::vector<LaunchArg> other{x, x, x, 4096, int64_t(4), 2.0f}; // another key value: tuned
+  EXPECT_EQ(second.config_for(grid, other)["BLOCK"], 256);
+  EXPECT_EQ(measured, 8);
+  EXPECT_NE(second.key(args), second.key(other));
+
+  setenv("TESSERA_AUTOTUNE", "force", 1);
+  Autotuner(k, space(), options).config_for(grid, args);
+  EXPECT_EQ(measured, 12);
+  setenv("TESSERA_AUTOTUNE", "off", 1);
+  EXPECT_EQ(Autotuner(k, space(), options).config_for(grid, args)["BLOCK"], 64);
+  EXPECT_EQ(measured, 12);
+  setenv("TESSERA_AUTOTUNE", "cached", 1);
+  std::vector<LaunchArg> unseen{x, x, x, 7, int64_t(4), 2.0f};
+  EXPECT_EQ(Autotuner(k, space(), options).config_for(grid, unseen)["BLOCK"], 64);
+  EXPECT_EQ(measured, 12);
+}
+
+TEST_F(TuningStore, KernelIdentityChangesWithItsCode) {
+  Autotuner::Options options;
+  options.key_arguments = {3};
+  options.context = h200;
+  options.database = path_;
+  auto body = [](float factor) {
+    return [factor](tessera::testing::ProbeArgs &a) { store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * factor); };
+  };
+  std::vector<LaunchArg> args{nullptr, nullptr, nullptr, 1000, int64_t(4), 2.0f};
+  Autotuner a(tessera::testing::probe("k", body(2.0f)), space(), options);
+  Autotuner b(tessera::testing::probe("k", body(3.0f)), space(), options);
+  EXPECT_NE(a.key(args), b.key(args));
+  options.key_arguments = {9};
+  EXPECT_THROW(Autotuner(tessera::testing::probe("k", body(2.0f)), space(), options).key(args), Error);
+  EXPECT_THROW(Autotuner(tessera::testing::probe("k", body(2.0f)), {}, options), Error);
+}
+
+} // namespace
