@@ -302,9 +302,14 @@ double Autotuner::timeOnGpu(const dsl::Config &config, const GridFn &grid,
   dsl::Grid g = grid(config);
   // The first launch compiles (or loads from the disk cache); failures surface here.
   auto start = Clock::now();
+  dsl::Kernel::Resources used = kernel_.resources(config, args.data(), args.size());
+  compileSeconds_[config.str()] = secondsSince(start);
+  // Pruned after compiling: spilling to local memory is never the fastest choice.
+  if (used.spilled_bytes > 0)
+    throw Error("pruned after compiling: " + std::to_string(used.registers) + " registers, " +
+                std::to_string(used.spilled_bytes) + " bytes spilled per thread");
   kernel_.launch_args(nullptr, g, config, args.data(), args.size());
   synchronize();
-  compileSeconds_[config.str()] = secondsSince(start);
   static DeviceBuffer flush(256 << 20); // larger than L2: every timed run starts cold
   std::vector<double> times;
   Event before, after;

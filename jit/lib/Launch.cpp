@@ -134,6 +134,32 @@ std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config
 
 namespace tessera::dsl {
 
+const jit::LoadedKernel *Kernel::specialization(const Config &config, uint64_t divisible,
+                                                uint64_t ones, size_t count) const {
+  std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
+  jit::KernelCache &cache = *cache_->cache;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible, ones)];
+  for (const auto &entry : bucket)
+    if (entry.divisible == divisible && entry.ones == ones && entry.config == config)
+      return entry.kernel.get();
+  Specialization specialization;
+  for (size_t i = 0; i < count; ++i) {
+    specialization.divisible_by_16.push_back((divisible >> i) & 1);
+    specialization.equal_to_1.push_back((ones >> i) & 1);
+  }
+  bucket.push_back({config, divisible, ones, jit::build(*this, config, specialization)});
+  return bucket.back().kernel.get();
+}
+
+Kernel::Resources Kernel::resources(const Config &config, const LaunchArg *args, size_t count) const {
+  uint64_t storage[jit::kMaxArgs];
+  uint64_t ones;
+  uint64_t divisible = jit::marshal(name_, signature_, args, count, storage, ones);
+  const jit::LoadedKernel *loaded = specialization(config, divisible, ones, count);
+  return {loaded->registers(), loaded->spilled_bytes(), loaded->shared_memory()};
+}
+
 void Kernel::launch_args(void *stream, Grid grid, const Config &config, const LaunchArg *args,
                          size_t count) const {
   uint64_t storage[jit::kMaxArgs];
@@ -146,25 +172,7 @@ void Kernel::launch_args(void *stream, Grid grid, const Config &config, const La
     throw Error("kernel '" + name_ + "': grid (" + std::to_string(grid.x) + ", " +
                 std::to_string(grid.y) + ", " + std::to_string(grid.z) +
                 ") exceeds the GPU's limits (2^31-1, 65535, 65535)");
-  std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
-  jit::KernelCache &cache = *cache_->cache;
-  const jit::LoadedKernel *loaded = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible, ones)];
-    for (const auto &entry : bucket)
-      if (entry.divisible == divisible && entry.ones == ones && entry.config == config)
-        loaded = entry.kernel.get();
-    if (!loaded) {
-      Specialization specialization;
-      for (size_t i = 0; i < count; ++i) {
-        specialization.divisible_by_16.push_back((divisible >> i) & 1);
-        specialization.equal_to_1.push_back((ones >> i) & 1);
-      }
-      bucket.push_back({config, divisible, ones, jit::build(*this, config, specialization)});
-      loaded = bucket.back().kernel.get();
-    }
-  }
+  const jit::LoadedKernel *loaded = specialization(config, divisible, ones, count);
   for (size_t i = 0; i < count; ++i)
     params[i] = &storage[i];
   loaded->launch(grid.x, grid.y, grid.z, params, stream);

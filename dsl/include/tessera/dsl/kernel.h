@@ -19,6 +19,7 @@
 
 namespace tessera::jit {
 class KernelCache;
+class LoadedKernel;
 /// Where a kernel's compiled specializations live; shared by copies of the kernel.
 struct KernelCacheSlot {
   std::once_flag created;
@@ -136,7 +137,19 @@ public:
   void launch_args(void *stream, Grid grid, const Config &config, const LaunchArg *args,
                    size_t count) const;
 
+  /// What the compiled specialization for `config` and these arguments uses per thread and per
+  /// program (compiling it if needed). Defined in the jit library.
+  struct Resources {
+    int registers = 0;
+    int spilled_bytes = 0;
+    int64_t shared_memory = 0;
+  };
+  Resources resources(const Config &config, const LaunchArg *args, size_t count) const;
+
 private:
+  const jit::LoadedKernel *specialization(const Config &config, uint64_t divisible, uint64_t ones,
+                                          size_t count) const;
+
   std::string name_;
   std::vector<ArgSpec> signature_;
   Body body_;

@@ -100,6 +100,7 @@ public:
   void launch(unsigned gx, unsigned gy, unsigned gz, void **params, void *stream) const;
   int registers() const;
   int spilled_bytes() const;
+  int64_t shared_memory() const { return shared_memory_; }
 
 private:
   void *module_ = nullptr;
