@@ -43,17 +43,18 @@ int tuneMatmul(int64_t M, int64_t N, int64_t K, bool bf16) {
     return 0;
   }
   double flops = 2.0 * M * N * K;
-  std::printf("%-70s %10s %10s %12s\n", "config", "ms", "TFLOP/s", "compile s");
+  std::printf("%-66s %9s %8s %5s %6s %9s\n", "config", "ms", "TFLOP/s", "regs", "spill", "compile s");
   for (const jit::Trial &trial : tuning->trials) {
     if (trial.failure.empty())
-      std::printf("%-70s %10.4f %10.1f %12.2f\n", trial.config.str().c_str(), trial.ms,
-                  flops / (trial.ms * 1e9), trial.compile_seconds);
+      std::printf("%-66s %9.4f %8.1f %5d %6d %9.2f\n", trial.config.str().c_str(), trial.ms,
+                  flops / (trial.ms * 1e9), trial.registers, trial.spilled_bytes, trial.compile_seconds);
     else
-      std::printf("%-70s %s\n", trial.config.str().c_str(), trial.failure.c_str());
+      std::printf("%-66s %s\n", trial.config.str().c_str(), trial.failure.c_str());
   }
-  std::printf("best %s: %.4f ms (%.1f TFLOP/s); default %s: %.4f ms; tuned %zu configs in %.1f s\n",
-              best.str().c_str(), tuning->best_ms, flops / (tuning->best_ms * 1e9),
-              tuning->trials.front().config.str().c_str(), tuning->trials.front().ms,
+  const jit::Trial &fallback = tuning->trials.front();
+  std::printf("best %s: %.4f ms (%.1f TFLOP/s); default %s: %s; tuned %zu configs in %.1f s\n",
+              best.str().c_str(), tuning->best_ms, flops / (tuning->best_ms * 1e9), fallback.config.str().c_str(),
+              fallback.failure.empty() ? (std::to_string(fallback.ms) + " ms").c_str() : fallback.failure.c_str(),
               tuning->trials.size(), tuning->seconds);
   return 0;
 }

@@ -30,6 +30,8 @@ struct Trial {
   double ms = 0;           // median time when it ran
   std::string failure;     // empty when it ran
   double compile_seconds = 0;
+  int registers = 0;       // per thread, when compiled on the GPU
+  int spilled_bytes = 0;
 };
 
 struct TuningResult {
@@ -117,6 +119,10 @@ private:
   std::optional<TuningResult> last_;
   std::map<std::string, dsl::Config> chosen_; // key -> config, for launches after the first
   std::map<std::string, double> compileSeconds_;
+  struct Resources {
+    int registers = 0, spilled_bytes = 0;
+  };
+  std::map<std::string, Resources> resources_;
   std::vector<DeviceBuffer> saved_; // inputs of in-place kernels while tuning
 };
 
