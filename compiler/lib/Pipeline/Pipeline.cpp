@@ -74,15 +74,21 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
     throw Error("kernel '" + kernel + "': compiler stage '" + stage + "' failed:" + messages);
 }
 
-/// The config's num_warps (default 4) on the kernel, checked.
+/// The config's num_warps (default 4) and num_stages (default 3) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
-  int warps = 4;
+  int warps = 4, stages = 3;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_warps") : mlir::IntegerAttr())
       warps = static_cast<int>(attr.getInt());
-    func->setAttr(tile::kNumWarpsAttrName, mlir::Builder(module->getContext()).getI32IntegerAttr(warps));
+    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_stages") : mlir::IntegerAttr())
+      stages = static_cast<int>(attr.getInt());
+    mlir::Builder b(module->getContext());
+    func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
+    func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
   });
+  if (stages < 1 || stages > 8)
+    throw Error("kernel '" + kernel + "': num_stages must be from 1 to 8, got " + std::to_string(stages));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
@@ -117,6 +123,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   runStage(*module, name, "tile", [](mlir::OpPassManager &pm) {
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
+    pm.addPass(createTilePipelineLoops());
     pm.addPass(createTilePrefetchLoads());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());

@@ -148,6 +148,10 @@ private:
         requireAll(op, encodingOf(store.getPtr()));
       return;
     }
+    if (auto copy = dyn_cast<AsyncCopyOp>(op)) {
+      require(copy.getMaskMutable(), encodingOf(copy.getPtr()));
+      return;
+    }
     if (op->getNumResults() == 0 || !isTile(op->getResult(0).getType()))
       return;
 

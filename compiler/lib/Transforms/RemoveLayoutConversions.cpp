@@ -138,6 +138,21 @@ struct StoreInValueLayout : OpRewritePattern<StoreOp> {
   }
 };
 
+/// convert(shared_load) -> shared_load in the target layout: a stage of shared memory reads
+/// into any layout (ldmatrix for tensor-core fragments).
+struct SharedLoadInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvertLayoutOp op, PatternRewriter &rewriter) const override {
+    auto load = op.getSrc().getDefiningOp<SharedLoadOp>();
+    if (!load)
+      return failure();
+    rewriter.setInsertionPoint(load);
+    rewriter.replaceOp(op, SharedLoadOp::create(rewriter, load.getLoc(), op.getType(), load.getBuffer(),
+                                                load.getSlot()));
+    return success();
+  }
+};
+
 /// A loop-carried tile that the body only ever converts to layout L, and that it yields as a
 /// conversion from L, is carried in L: the conversions move out of the loop (the accumulator
 /// of a matmul stays in its mma layout from the first iteration to the last).
@@ -188,7 +203,7 @@ struct TileRemoveLayoutConversionsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RebuildInTargetLayout, CarryInInnerLayout, SinkConversionThroughElementwise,
-                 StoreInValueLayout>(&getContext());
+                 StoreInValueLayout, SharedLoadInTargetLayout>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -261,6 +261,8 @@ struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVect
           ptr = load.getPtr(), mask = load.getMask();
         else if (auto store = dyn_cast<StoreOp>(op))
           ptr = store.getPtr(), mask = store.getMask();
+        else if (auto copy = dyn_cast<AsyncCopyOp>(op))
+          ptr = copy.getPtr(), mask = copy.getMask();
         else
           return;
         op->setAttr("tile.vector", b.getI32IntegerAttr(vectorWidth(analysis, ptr, mask)));

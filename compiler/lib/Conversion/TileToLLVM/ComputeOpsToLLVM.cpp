@@ -207,6 +207,25 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
   }
 };
 
+/// A stage of a shared ring into registers: ldmatrix for 16-bit tensor-core fragments.
+struct SharedLoadLowering : ConvertOpToLLVMPattern<SharedLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SharedLoadOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    auto bufferType = op.getBuffer().getType();
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), bufferType);
+    Type element = registerType(getTypeConverter(), type);
+    auto dot = dyn_cast<DotOperandEncodingAttr>(type.getEncoding());
+    Values out = dot && element.getIntOrFloatBitWidth() == 16 && type.getDimSize(1) * 2 >= 32
+                     ? loadDotOperand(rewriter, loc, stage, bufferType.getTileType(), dot, element)
+                     : loadTileFromShared(rewriter, loc, stage, toLinearLayout(type.getEncoding(), type.getShape()),
+                                          element, /*swizzle=*/true);
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), out));
+    return success();
+  }
+};
+
 /// Value as i32 for a shuffle, and back.
 Value toShuffleWord(OpBuilder &b, Location loc, Value v) {
   Type type = v.getType();
@@ -600,7 +619,7 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
   MLIRContext *context = patterns.getContext();
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
-               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, PrintLowering,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, PrintLowering, SharedLoadLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);

@@ -438,11 +438,76 @@ struct BlockStoreLowering : ConvertOpToLLVMPattern<BlockStoreOp> {
   }
 };
 
+struct SharedAllocLowering : ConvertOpToLLVMPattern<SharedAllocOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SharedAllocOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    auto offset = op->getAttrOfType<IntegerAttr>("tile.smem_offset");
+    rewriter.replaceOp(op, sharedMemory(rewriter, op.getLoc(), op, offset ? offset.getInt() : 0));
+    return success();
+  }
+};
+
+/// cp.async per vector of the pointers' layout into the stage, swizzled as ldmatrix reads it;
+/// masked-off vectors copy 0 bytes and zero-fill.
+struct AsyncCopyLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AsyncCopyOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto ptrType = op.getPtr().getType();
+    auto bufferType = op.getBuffer().getType();
+    Type element = storageType(getTypeConverter()->convertType(bufferType.getTileType().getElementType()));
+    int64_t bytes = storageBytes(element);
+    layout::LinearLayout layout = toLinearLayout(ptrType.getEncoding(), ptrType.getShape());
+    int64_t width = std::min<int64_t>(vectorAttr(op), layout.contiguousRegisters(layout.rank() - 1, 16 / bytes));
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), bufferType);
+    Values ptrs = unpack(rewriter, loc, adaptor.getPtr()), masks = unpack(rewriter, loc, adaptor.getMask());
+    std::vector<Values> coords = registerCoordinates(rewriter, loc, layout);
+    for (size_t r = 0; r < ptrs.size(); r += width) {
+      Value index = sharedIndex(rewriter, loc, coords[r], ptrType.getShape(), bytes, /*swizzle=*/true);
+      Value dst = LLVM::GEPOp::create(rewriter, loc, stage.getType(), element, stage, ValueRange{index});
+      if (width * bytes < 4) { // too narrow for cp.async: a synchronous masked copy
+        Value zero = constantOf(rewriter, loc, element, 0);
+        Value v = maskedLoad(rewriter, loc, ptrs[r], masks[r], zero, element);
+        LLVM::StoreOp::create(rewriter, loc, v, dst);
+        continue;
+      }
+      int64_t size = width * bytes;
+      Value srcSize = LLVM::SelectOp::create(rewriter, loc, masks[r], i32Constant(rewriter, loc, size),
+                                             i32Constant(rewriter, loc, 0));
+      std::string code = std::string("cp.async.") + (size == 16 ? "cg" : "ca") + ".shared.global [$0], [$1], " +
+                         std::to_string(size) + ", $2;";
+      ptx(rewriter, loc, Type(), code, "l,l,r", {dst, ptrs[r], srcSize}, true);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct AsyncCommitLowering : ConvertOpToLLVMPattern<AsyncCommitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AsyncCommitOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    ptx(rewriter, op.getLoc(), Type(), "cp.async.commit_group;", "", {}, true);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct AsyncWaitLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(AsyncWaitOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    ptx(rewriter, op.getLoc(), Type(), "cp.async.wait_group " + std::to_string(op.getPending()) + ";", "", {}, true);
+    barrier(rewriter, op.getLoc());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
-               AdvanceLowering, BlockLoadLowering, BlockStoreLowering>(converter);
+               AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
+               AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering>(converter);
 }
 
 } // namespace tessera::tile::lowering

@@ -16,6 +16,7 @@ TileTypeConverter::TileTypeConverter(MLIRContext *context) : LLVMTypeConverter(c
     SmallVector<Type> body(registers, convertType(type.getElementType()));
     return LLVM::LLVMStructType::getLiteral(context, body);
   });
+  addConversion([context](SharedBufferType) -> Type { return LLVM::LLVMPointerType::get(context, 3); });
   addConversion([context](BlockPointerType type) -> Type {
     int64_t rank = type.getBlockType().getRank();
     SmallVector<Type> body{LLVM::LLVMPointerType::get(context, 1)};
@@ -225,6 +226,13 @@ Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::
       out.push_back(fromStorage(b, loc, LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, i)), element));
   }
   return out;
+}
+
+Value sharedStage(OpBuilder &b, Location loc, Value base, Value slot, SharedBufferType type) {
+  auto tile = type.getTileType();
+  int64_t stageBytes = tile.getNumElements() * storageBytes(tile.getElementType());
+  Value offset = LLVM::MulOp::create(b, loc, slot, i32Constant(b, loc, stageBytes));
+  return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base, ValueRange{offset});
 }
 
 Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element) {

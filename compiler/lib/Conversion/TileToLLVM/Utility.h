@@ -82,6 +82,9 @@ Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::
                           Type element, bool swizzle = false);
 Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type element);
 
+/// Stage `slot` (i32) of a shared ring at `base`.
+Value sharedStage(OpBuilder &b, Location loc, Value base, Value slot, SharedBufferType type);
+
 // Pattern sets.
 void populateMemoryOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);
 void populateComputeOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);

@@ -675,3 +675,24 @@ OpFoldResult ConvertLayoutOp::fold(FoldAdaptor adaptor) {
   }
   return reshapeSplat(adaptor.getSrc(), getType());
 }
+
+//===----------------------------------------------------------------------===//
+// Shared-memory pipelines
+//===----------------------------------------------------------------------===//
+
+LogicalResult AsyncCopyOp::verify() {
+  auto tile = getBuffer().getType().getTileType();
+  Type pointee = getPointeeType(getPtr().getType());
+  if (!sameIgnoringLayout(pointee, tile))
+    return emitOpError() << "copies " << d(pointee) << " into stages of " << d(tile);
+  if (getMask().getType().getShape() != getPtr().getType().getShape())
+    return emitOpError() << "mask " << d(getMask().getType()) << " does not match ptr " << d(getPtr().getType());
+  return success();
+}
+
+LogicalResult SharedLoadOp::verify() {
+  auto tile = getBuffer().getType().getTileType();
+  if (!sameIgnoringLayout(getType(), tile))
+    return emitOpError() << "reads " << d(getType()) << " from stages of " << d(tile);
+  return success();
+}

@@ -3,6 +3,17 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
+  let summary = "Multi-stage software pipelining of tensor-core operand loads through shared memory";
+  let description = [{
+    In a loop whose body loads tiles that only feed `tile.dot` (16-bit elements, pointers from
+    index math), each such load becomes a ring of `tile.num_stages` shared-memory stages filled
+    by `tile.async_copy` (cp.async): the first stages - 1 iterations are copied before the loop,
+    and each iteration waits for its own stage, reads it and starts the copy for the iteration
+    stages - 1 ahead into the stage the previous iteration finished with.
+  }];
+}
+
 def TilePrefetchLoads : Pass<"tile-prefetch-loads", "mlir::ModuleOp"> {
   let summary = "Software-pipeline loops: issue next iteration's loads before this one's math";
   let description = [{
@@ -51,9 +62,10 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{
-    Layout conversions, cross-warp reductions and the CUDA-core dot use shared memory only
-    while they run (barriers before and after), so their scratch overlaps at offset 0; each
-    such op gets `tile.smem_offset`, the kernel `tile.shared_memory` (bytes).
+    Pipeline rings (`tile.shared_alloc`) live for the whole kernel and get disjoint ranges
+    first. Layout conversions, cross-warp reductions and the CUDA-core dot use shared memory
+    only while they run (barriers before and after), so their scratch overlaps right after the
+    rings; each such op gets `tile.smem_offset`, the kernel `tile.shared_memory` (bytes).
   }];
 }
 

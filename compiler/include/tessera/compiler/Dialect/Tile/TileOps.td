@@ -324,3 +324,59 @@ def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
   let hasVerifier = 1;
   let hasFolder = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Shared-memory pipelines (made by tile-pipeline-loops)
+//===----------------------------------------------------------------------===//
+
+def Tile_SharedAllocOp : Tile_Op<"shared_alloc", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "a ring of tiles in shared memory";
+  let description = [{
+    Example: `%buf = tile.shared_alloc : !tile.shared<3 x tensor<128x32xbf16>>`
+  }];
+  let results = (outs Tile_SharedBufferType:$result);
+  let assemblyFormat = "attr-dict `:` qualified(type($result))";
+}
+
+def Tile_AsyncCopyOp : Tile_Op<"async_copy", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start copying a tile from global memory into one stage of a ring (cp.async)";
+  let description = [{
+    Lanes whose mask is false write zeros. The copy completes at a later `tile.async_wait`.
+
+    Example: `tile.async_copy %ptrs, %mask into %buf[%slot] : tensor<128x32x!tile.ptr<bf16>>, tensor<128x32xi1>, !tile.shared<3 x tensor<128x32xbf16>>`
+  }];
+  let arguments = (ins Tile_PtrTensor:$ptr, RankedTensorOf<[I1]>:$mask, Tile_SharedBufferType:$buffer, I32:$slot);
+  let assemblyFormat = [{
+    $ptr `,` $mask `into` $buffer `[` $slot `]` attr-dict `:` type($ptr) `,` type($mask) `,` qualified(type($buffer))
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_AsyncCommitOp : Tile_Op<"async_commit", [MemoryEffects<[MemWrite]>]> {
+  let summary = "close the group of copies started since the last commit";
+  let description = [{ Example: `tile.async_commit` }];
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_AsyncWaitOp : Tile_Op<"async_wait", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until at most `pending` copy groups are in flight, then synchronize the CTA";
+  let description = [{
+    After it, every thread sees the tiles of the completed groups, and every thread has finished
+    reading the stages it read before it (so they may be refilled).
+
+    Example: `tile.async_wait 1`
+  }];
+  let arguments = (ins I32Attr:$pending);
+  let assemblyFormat = "$pending attr-dict";
+}
+
+def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
+  let summary = "read one stage of a ring into registers";
+  let description = [{
+    Example: `%a = tile.shared_load %buf[%slot] : !tile.shared<3 x tensor<128x32xbf16>> -> tensor<128x32xbf16>`
+  }];
+  let arguments = (ins Tile_SharedBufferType:$buffer, I32:$slot);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$buffer `[` $slot `]` attr-dict `:` qualified(type($buffer)) `->` type($result)";
+  let hasVerifier = 1;
+}

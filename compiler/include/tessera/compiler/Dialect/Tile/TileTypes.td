@@ -37,6 +37,18 @@ def Tile_BlockPointerType : Tile_TypeDef<"BlockPointer", "block_ptr"> {
   let genVerifyDecl = 1;
 }
 
+def Tile_SharedBufferType : Tile_TypeDef<"SharedBuffer", "shared"> {
+  let summary = "a ring of tiles in shared memory (the stages of a software pipeline)";
+  let description = [{
+    `stages` tiles of `tileType`, one after the other in the kernel's shared buffer, each
+    stored row-major with 16-byte chunks swizzled by row.
+
+    Example: `!tile.shared<3 x tensor<128x32xbf16>>`.
+  }];
+  let parameters = (ins "int64_t":$stages, "::mlir::RankedTensorType":$tileType);
+  let assemblyFormat = "`<` $stages `x` $tileType `>`";
+}
+
 def Tile_Ptr : Type<CPred<"::llvm::isa<::tessera::tile::PointerType>($_self)">,
                     "tile pointer", "::tessera::tile::PointerType">;
 def Tile_PtrTensor : RankedTensorOf<[Tile_PointerType]>;

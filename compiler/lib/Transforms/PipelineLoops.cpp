@@ -1,0 +1,159 @@
+// tile-pipeline-loops: cp.async rings for tensor-core operands (see Passes.td).
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_TILEPIPELINELOOPS
+#include "tessera/compiler/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera::tile;
+
+namespace {
+
+/// Whether `value` is computed in `body` from its arguments by pure ops only.
+bool isIndexMath(Value value, Block *body) {
+  if (isa<BlockArgument>(value))
+    return true;
+  Operation *def = value.getDefiningOp();
+  if (def->getBlock() != body)
+    return !body->getParentOp()->isAncestor(def);
+  if (!isPure(def) || def->getNumRegions() != 0)
+    return false;
+  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body); });
+}
+
+/// `value` recomputed at the builder's position with the body's arguments replaced by `args`.
+Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef<Value> args) {
+  if (Value mapped = map.lookupOrNull(value))
+    return mapped;
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return arg.getOwner() == body ? args[arg.getArgNumber()] : value;
+  Operation *def = value.getDefiningOp();
+  if (def->getBlock() != body)
+    return value;
+  for (Value operand : def->getOperands())
+    map.map(operand, recompute(b, operand, map, body, args));
+  b.clone(*def, map);
+  return map.lookup(value);
+}
+
+/// The body's arguments one iteration later: the induction variable plus a step, every carried
+/// value as the body yields it from `args`.
+SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, ArrayRef<Value> args) {
+  auto yield = cast<scf::YieldOp>(body->getTerminator());
+  IRMapping map;
+  SmallVector<Value> next{arith::AddIOp::create(b, loop.getLoc(), args[0], loop.getStep())};
+  for (Value yielded : yield.getOperands())
+    next.push_back(recompute(b, yielded, map, body, args));
+  return next;
+}
+
+/// Start copying `load`'s tile for the iteration whose body arguments are `args` into
+/// `buffer[slot]`, masked off unless `active`.
+void copyAsync(OpBuilder &b, LoadOp load, Block *body, ArrayRef<Value> args, Value active,
+               Value buffer, Value slot) {
+  Location loc = load.getLoc();
+  IRMapping map;
+  Value ptr = recompute(b, load.getPtr(), map, body, args);
+  auto maskType = cast<RankedTensorType>(getBoolLike(ptr.getType()));
+  Value mask = SplatOp::create(b, loc, maskType, active);
+  if (load.getMask())
+    mask = arith::AndIOp::create(b, loc, recompute(b, load.getMask(), map, body, args), mask);
+  AsyncCopyOp::create(b, loc, ptr, mask, buffer, slot);
+}
+
+/// Loads of the loop body worth staging: tiles of 16-bit elements used only as dot operands,
+/// addressed by index math, with other = 0 (cp.async zero-fills masked lanes).
+SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  SmallVector<LoadOp> loads;
+  for (Operation &op : *body) {
+    auto load = dyn_cast<LoadOp>(op);
+    auto type = load ? dyn_cast<RankedTensorType>(load.getType()) : nullptr;
+    if (!type || type.getRank() != 2 || type.getElementType().getIntOrFloatBitWidth() != 16)
+      continue;
+    bool feedsDot = !load->use_empty() && llvm::all_of(load->getUses(), [](OpOperand &use) {
+      return isa<DotOp>(use.getOwner()) && use.getOperandNumber() < 2;
+    });
+    bool zeroOther = !load.getOther() || matchPattern(load.getOther(), m_AnyZeroFloat()) ||
+                     matchPattern(load.getOther(), m_Zero());
+    if (feedsDot && zeroOther && isIndexMath(load.getPtr(), body) &&
+        (!load.getMask() || isIndexMath(load.getMask(), body)))
+      loads.push_back(load);
+  }
+  return loads;
+}
+
+void pipeline(scf::ForOp loop, int64_t stages) {
+  SmallVector<LoadOp> loads = operandLoads(loop);
+  if (loads.empty())
+    return;
+  Block *body = loop.getBody();
+  Location loc = loop.getLoc();
+  OpBuilder b(loop);
+  auto constant = [&](OpBuilder &at, int64_t v) { return arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(v)); };
+
+  // The rings, and the first stages - 1 iterations copied before the loop.
+  SmallVector<Value> buffers;
+  for (LoadOp load : loads)
+    buffers.push_back(SharedAllocOp::create(
+        b, loc, SharedBufferType::get(b.getContext(), stages, cast<RankedTensorType>(load.getType()))));
+  SmallVector<Value> args{loop.getLowerBound()};
+  llvm::append_range(args, loop.getInitArgs());
+  for (int64_t s = 0; s < stages - 1; ++s) {
+    if (s > 0)
+      args = nextIteration(b, loop, body, args);
+    Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
+    for (auto [load, buffer] : llvm::zip(loads, buffers))
+      copyAsync(b, load, body, args, active, buffer, constant(b, s));
+    AsyncCommitOp::create(b, loc);
+  }
+
+  // In the body: wait for this iteration's stage, read it, refill the previous one.
+  OpBuilder at(loads.front());
+  Value iteration = arith::DivSIOp::create(at, loc, arith::SubIOp::create(at, loc, loop.getInductionVar(), loop.getLowerBound()),
+                                           loop.getStep());
+  Value slot = arith::RemSIOp::create(at, loc, iteration, constant(at, stages));
+  Value refill = arith::RemSIOp::create(at, loc, arith::AddIOp::create(at, loc, iteration, constant(at, stages - 1)),
+                                        constant(at, stages));
+  AsyncWaitOp::create(at, loc, at.getI32IntegerAttr(stages - 2));
+  for (auto [load, buffer] : llvm::zip(loads, buffers))
+    load.getResult().replaceAllUsesWith(SharedLoadOp::create(at, loc, load.getType(), buffer, slot).getResult());
+  SmallVector<Value> ahead(body->getArguments().begin(), body->getArguments().end());
+  for (int64_t s = 0; s < stages - 1; ++s)
+    ahead = nextIteration(at, loop, body, ahead);
+  Value active = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, ahead[0], loop.getUpperBound());
+  for (auto [load, buffer] : llvm::zip(loads, buffers))
+    copyAsync(at, load, body, ahead, active, buffer, refill);
+  AsyncCommitOp::create(at, loc);
+  for (LoadOp load : loads)
+    load.erase();
+
+  // Nothing may still write shared memory after the loop.
+  b.setInsertionPointAfter(loop);
+  AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
+}
+
+struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipelineLoopsPass> {
+  void runOnOperation() override {
+    getOperation().walk([](func::FuncOp func) {
+      auto attr = func->getAttrOfType<IntegerAttr>("tile.num_stages");
+      int64_t stages = attr ? attr.getInt() : 3;
+      if (stages < 2)
+        return;
+      SmallVector<scf::ForOp> loops;
+      func.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+      for (scf::ForOp loop : loops)
+        pipeline(loop, stages);
+    });
+  }
+};
+
+} // namespace
