@@ -50,14 +50,17 @@ dsl::Kernel matmul(std::function<dsl::Tile(dsl::Tile)> epilogue = {}) {
   });
 }
 
-/// The config space matmul is tuned over: block shapes, warps (the first is the default).
+/// The config space matmul is tuned over: block shapes, warps, pipeline stages (the first is
+/// the default).
 inline std::vector<dsl::Config> matmul_configs() {
   std::vector<dsl::Config> configs;
-  for (auto [bm, bn, bk, warps] : std::vector<std::tuple<int, int, int, int>>{
-           {128, 128, 32, 4}, {128, 128, 32, 8}, {128, 256, 32, 8}, {256, 128, 32, 8}, {128, 64, 32, 4},
-           {64, 128, 32, 4}, {64, 64, 32, 4}, {128, 128, 64, 4}, {128, 128, 64, 8}, {128, 64, 64, 4},
-           {64, 64, 64, 4}, {256, 128, 64, 8}})
-    configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8}, {"num_warps", warps}});
+  for (auto [bm, bn, bk, warps, stages] : std::vector<std::tuple<int, int, int, int, int>>{
+           {128, 128, 32, 4, 3}, {128, 128, 32, 4, 4}, {128, 128, 32, 8, 3}, {128, 256, 32, 8, 3},
+           {128, 256, 32, 8, 4}, {256, 128, 32, 8, 3}, {256, 128, 32, 8, 4}, {128, 64, 32, 4, 4},
+           {64, 128, 32, 4, 4}, {64, 64, 32, 4, 4}, {128, 128, 64, 4, 3}, {128, 128, 64, 8, 3},
+           {128, 64, 64, 4, 3}, {64, 64, 64, 4, 3}, {256, 128, 64, 8, 2}})
+    configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8},
+                       {"num_warps", warps}, {"num_stages", stages}});
   return configs;
 }
 
