@@ -2,6 +2,7 @@
 // CPU loop), with random inputs, ragged sizes and outputs poisoned before every run.
 #include "gpu_util.h"
 
+#include "tessera/jit/Autotune.h"
 #include "tessera/jit/Cache.h"
 
 #include "attention.h"
@@ -11,6 +12,7 @@
 #include "vector_add.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <unistd.h>
@@ -334,6 +336,39 @@ TEST_F(GpuTest, AnotherKernelObjectReusesTheDiskCache) {
   EXPECT_EQ(download<float>(first, n), download<float>(second, n));
   jit::cache_clear();
   unsetenv("TESSERA_CACHE_DIR");
+}
+
+// --- autotuning an in-place kernel -----------------------------------------------------------
+
+TEST_F(GpuTest, AutotuningRestoresInPlaceOutputsAndLaunchesOnce) {
+  char pattern[] = "/tmp/tessera-gpu-tune-XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  Kernel twice = kernel("twice", [](Ptr<f32> x, Int n, const Config &cfg) {
+    Tile i = program_id(0) * cfg["BLOCK"] + arange(0, cfg["BLOCK"]);
+    store(x + i, load(x + i, i < n, 0.0) * 2.0, i < n);
+  });
+  const int n = 100000;
+  auto values = random_floats(n, 40);
+  auto dx = upload(values);
+  jit::Autotuner::Options options;
+  options.key_arguments = {1};
+  options.restore = {{0, n * 4}};
+  options.database = dir + "/tuning.json";
+  options.runs = 5;
+  std::vector<Config> space{{{"BLOCK", 256}}, {{"BLOCK", 1024}}, {{"BLOCK", 4096}}};
+  jit::Autotuner tuner(twice, space, options);
+  // Tuning launches the kernel dozens of times; the input is restored before each run and at
+  // the end, so the one real launch doubles the original values exactly once.
+  tuner.launch([&](const Config &c) { return Grid{uint32_t(cdiv(n, c["BLOCK"]))}; }, dx.data(), n);
+  jit::synchronize();
+  ASSERT_TRUE(tuner.last_tuning().has_value());
+  EXPECT_EQ(tuner.last_tuning()->trials.size(), 3u);
+  auto got = download<float>(dx, n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], values[i] * 2.0f) << "at " << i;
+  std::remove((dir + "/tuning.json").c_str());
+  std::remove((dir + "/tuning.json.lock").c_str());
+  rmdir(dir.c_str());
 }
 
 // --- matmul on CUDA cores -----------------------------------------------------------------------
