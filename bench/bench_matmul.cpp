@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     jit::DeviceBuffer a(int64_t(n) * n * 2), b(int64_t(n) * n * 2), c(int64_t(n) * n * 2);
     a.fill_bytes(0x3C);
     b.fill_bytes(0x3C);
-    Config config{{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 32}, {"GROUP_M", 8}, {"num_warps", 4}};
+    Config config = examples::matmul_configs().front();
     for (int i = 0; i < 2; ++i)
       examples::matmul<dsl::bf16>().launch({uint32_t(cdiv(n, 128) * cdiv(n, 128))}, config, a.data(), b.data(),
                                            c.data(), n, n, n, n, 1, n, 1, n, 1);
