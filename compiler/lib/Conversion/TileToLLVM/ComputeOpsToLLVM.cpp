@@ -452,12 +452,14 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
     v = LLVM::InsertElementOp::create(rewriter, loc, v, hi, i32Constant(rewriter, loc, 1));
     return LLVM::BitcastOp::create(rewriter, loc, i32, v);
   };
-  for (int64_t i = 0; i < M / wm / 16; ++i)
-    for (int64_t j = 0; j < N / wn / 8; ++j) {
-      int64_t cRegs[4];
-      for (int e = 0; e < 4; ++e)
-        cRegs[e] = cIndex.at({i * 16 + 8 * (e / 2), j * 8 + e % 2});
-      for (int64_t kk = 0; kk < K / 16; ++kk) {
+  // k outermost: consecutive mma.sync write different accumulators, so none waits on the one
+  // before it (a chain over k per tile would stall on the tensor pipe's latency).
+  for (int64_t kk = 0; kk < K / 16; ++kk)
+    for (int64_t i = 0; i < M / wm / 16; ++i)
+      for (int64_t j = 0; j < N / wn / 8; ++j) {
+        int64_t cRegs[4];
+        for (int e = 0; e < 4; ++e)
+          cRegs[e] = cIndex.at({i * 16 + 8 * (e / 2), j * 8 + e % 2});
         Values operands;
         for (int e = 0; e < 8; e += 2) {
           auto at = [&](int element) {
@@ -475,7 +477,6 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
         for (int e = 0; e < 4; ++e)
           c[cRegs[e]] = LLVM::ExtractValueOp::create(rewriter, loc, d, e);
       }
-    }
   rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
   return success();
 }
