@@ -113,3 +113,28 @@ func.func @float_atomics(%p: !tile.ptr<f32>, %v: f32) attributes {tile.kernel, t
   %b = tile.atomic_rmw add, relaxed, cta, %p, %v : !tile.ptr<f32>
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [8, 4], warpsPerCTA = [1, 1], order = [1, 0]>
+
+// A pipeline stage: 16-byte cp.async copies (zero-filling masked vectors), commit, wait + bar,
+// and ldmatrix reads of the stage for tensor-core fragments.
+// CHECK-LABEL: llvm.func @stage
+// CHECK: llvm.mlir.addressof @global_smem
+// CHECK: "cp.async.cg.shared.global [$0], [$1], 16, $2;"
+// CHECK: "cp.async.commit_group;"
+// CHECK: "cp.async.wait_group 0;"
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+func.func @stage(%p: tensor<16x32x!tile.ptr<bf16>, #b>, %m: tensor<16x32xi1, #b>, %slot: i32,
+                 %out: tensor<16x32x!tile.ptr<bf16>, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [1, 1]>>>)
+    attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 2048 : i64} {
+  %buf = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<16x32xbf16>>
+  tile.async_copy %p, %m into %buf[%slot] {tile.vector = 8 : i32} : tensor<16x32x!tile.ptr<bf16>, #b>, tensor<16x32xi1, #b>, !tile.shared<2 x tensor<16x32xbf16>>
+  tile.async_commit
+  tile.async_wait 0
+  %t = tile.shared_load %buf[%slot] : !tile.shared<2 x tensor<16x32xbf16>> -> tensor<16x32xbf16, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [1, 1]>>>
+  tile.store %out, %t : tensor<16x32x!tile.ptr<bf16>, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [1, 1]>>>
+  return
+}

@@ -29,3 +29,16 @@ func.func @scratch(%x: tensor<128x64xf32, #big>, %y: tensor<128xf32, #tile.slice
 func.func @none() {
   return
 }
+
+// -----
+
+// Pipeline rings get their own ranges (128-byte aligned) before any scratch.
+// CHECK-LABEL: func.func @rings
+// CHECK-SAME: tile.shared_memory = 36864 : i64
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<128x32xbf16>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 24576 : i64} : !tile.shared<3 x tensor<32x64xbf16>>
+func.func @rings() {
+  %a = tile.shared_alloc : !tile.shared<3 x tensor<128x32xbf16>>
+  %b = tile.shared_alloc : !tile.shared<3 x tensor<32x64xbf16>>
+  return
+}

@@ -388,3 +388,30 @@ func.func @order(%x: tensor<8x8xf32, #tile.blocked<sizePerThread = [1, 1], threa
 
 // expected-error @+1 {{blocked layout parameters must all have the same rank}}
 func.func @rank(%x: tensor<8x8xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>>) { return }
+
+// -----
+
+func.func @async_copy_type(%p: tensor<64x32x!tile.ptr<f32>>, %m: tensor<64x32xi1>, %slot: i32) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
+  // expected-error @+1 {{copies f32[64x32] into stages of bf16[64x32]}}
+  tile.async_copy %p, %m into %buf[%slot] : tensor<64x32x!tile.ptr<f32>>, tensor<64x32xi1>, !tile.shared<2 x tensor<64x32xbf16>>
+  return
+}
+
+// -----
+
+func.func @async_copy_mask(%p: tensor<64x32x!tile.ptr<bf16>>, %m: tensor<64x16xi1>, %slot: i32) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
+  // expected-error @+1 {{mask i1[64x16] does not match ptr ptr<bf16>[64x32]}}
+  tile.async_copy %p, %m into %buf[%slot] : tensor<64x32x!tile.ptr<bf16>>, tensor<64x16xi1>, !tile.shared<2 x tensor<64x32xbf16>>
+  return
+}
+
+// -----
+
+func.func @shared_load_type(%slot: i32) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
+  // expected-error @+1 {{reads bf16[32x64] from stages of bf16[64x32]}}
+  %t = tile.shared_load %buf[%slot] : !tile.shared<2 x tensor<64x32xbf16>> -> tensor<32x64xbf16>
+  return
+}

@@ -132,6 +132,21 @@ func.func @layouts(%x: tensor<64xf32, #rows>) -> tensor<64xf32, #flat> {
   return %y : tensor<64xf32, #flat>
 }
 
+// CHECK-LABEL: func.func @pipelines
+func.func @pipelines(%p: tensor<64x32x!tile.ptr<bf16>>, %m: tensor<64x32xi1>, %slot: i32) -> tensor<64x32xbf16> {
+  // CHECK: %[[BUF:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<64x32xbf16>>
+  %buf = tile.shared_alloc : !tile.shared<3 x tensor<64x32xbf16>>
+  // CHECK: tile.async_copy %{{.*}}, %{{.*}} into %[[BUF]][%{{.*}}] : tensor<64x32x!tile.ptr<bf16>>, tensor<64x32xi1>, !tile.shared<3 x tensor<64x32xbf16>>
+  tile.async_copy %p, %m into %buf[%slot] : tensor<64x32x!tile.ptr<bf16>>, tensor<64x32xi1>, !tile.shared<3 x tensor<64x32xbf16>>
+  // CHECK: tile.async_commit
+  tile.async_commit
+  // CHECK: tile.async_wait 1
+  tile.async_wait 1
+  // CHECK: tile.shared_load %[[BUF]][%{{.*}}] : !tile.shared<3 x tensor<64x32xbf16>> -> tensor<64x32xbf16>
+  %t = tile.shared_load %buf[%slot] : !tile.shared<3 x tensor<64x32xbf16>> -> tensor<64x32xbf16>
+  return %t : tensor<64x32xbf16>
+}
+
 // The kernel form the DSL produces: a func.func marked tile.kernel with loops over tiles.
 // CHECK-LABEL: func.func @kernel
 // CHECK-SAME: attributes {tile.kernel}

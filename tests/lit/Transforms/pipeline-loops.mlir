@@ -1,0 +1,64 @@
+// RUN: tessera-opt %s -split-input-file -tile-pipeline-loops -canonicalize -cse | FileCheck %s
+
+// Loads that only feed a dot become rings of num_stages shared-memory stages: the first two
+// iterations are copied before the loop; each iteration waits for its own stage (at most one
+// group still in flight), reads it, and starts the copy two iterations ahead into the stage
+// the previous iteration finished with. Nothing is in flight after the loop.
+// CHECK-LABEL: func.func @matmul_loop
+// CHECK-DAG: %[[A:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<64x32xbf16>>
+// CHECK-DAG: %[[B:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xbf16>>
+// CHECK: tile.async_copy {{.*}} into %[[A]][%{{.*}}]
+// CHECK: tile.async_copy {{.*}} into %[[B]][%{{.*}}]
+// CHECK: tile.async_commit
+// CHECK: tile.async_copy {{.*}} into %[[A]]
+// CHECK: tile.async_copy {{.*}} into %[[B]]
+// CHECK: tile.async_commit
+// CHECK: scf.for
+// CHECK: tile.async_wait 1
+// CHECK-DAG: %[[X:.*]] = tile.shared_load %[[A]][%[[SLOT:.*]]] : !tile.shared<3 x tensor<64x32xbf16>> -> tensor<64x32xbf16>
+// CHECK-DAG: %[[Y:.*]] = tile.shared_load %[[B]][%[[SLOT]]]
+// CHECK: tile.async_copy {{.*}} into %[[A]]
+// CHECK: tile.async_copy {{.*}} into %[[B]]
+// CHECK: tile.async_commit
+// CHECK: tile.dot %[[X]], %[[Y]]
+// CHECK-NOT: tile.load
+// CHECK: scf.yield
+// CHECK: tile.async_wait 0
+func.func @matmul_loop(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %k: i32) -> tensor<64x64xf32> attributes {tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %as = tile.splat %a : !tile.ptr<bf16> -> tensor<64x32x!tile.ptr<bf16>>
+  %bs = tile.splat %b : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %step_a = arith.constant dense<32> : tensor<64x32xi32>
+  %step_b = arith.constant dense<2048> : tensor<32x64xi32>
+  %out:3 = scf.for %i = %c0 to %k step %c32 iter_args(%acc = %zero, %pa = %as, %pb = %bs)
+      -> (tensor<64x64xf32>, tensor<64x32x!tile.ptr<bf16>>, tensor<32x64x!tile.ptr<bf16>>) : i32 {
+    %x = tile.load %pa : tensor<64x32x!tile.ptr<bf16>>
+    %y = tile.load %pb : tensor<32x64x!tile.ptr<bf16>>
+    %d = tile.dot %x, %y, %acc : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+    %na = tile.addptr %pa, %step_a : tensor<64x32x!tile.ptr<bf16>>, tensor<64x32xi32>
+    %nb = tile.addptr %pb, %step_b : tensor<32x64x!tile.ptr<bf16>>, tensor<32x64xi32>
+    scf.yield %d, %na, %nb : tensor<64x64xf32>, tensor<64x32x!tile.ptr<bf16>>, tensor<32x64x!tile.ptr<bf16>>
+  }
+  return %out#0 : tensor<64x64xf32>
+}
+
+// -----
+
+// With num_stages = 1 nothing changes; loads that feed anything but a dot stay loads.
+// CHECK-LABEL: func.func @not_pipelined
+// CHECK-NOT: tile.shared_alloc
+// CHECK: tile.load
+func.func @not_pipelined(%a: !tile.ptr<f32>, %k: i32) -> tensor<64xf32> attributes {tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64xf32>
+  %as = tile.splat %a : !tile.ptr<f32> -> tensor<64x!tile.ptr<f32>>
+  %out = scf.for %i = %c0 to %k step %c1 iter_args(%acc = %zero) -> (tensor<64xf32>) : i32 {
+    %x = tile.load %as : tensor<64x!tile.ptr<f32>>
+    %s = arith.addf %acc, %x : tensor<64xf32>
+    scf.yield %s : tensor<64xf32>
+  }
+  return %out : tensor<64xf32>
+}
