@@ -1,15 +1,20 @@
 // tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
 // prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
-// strides, which takes the vectorized paths). CI assembles every file with ptxas.
-#include "attention.h"
+// strides, which takes the vectorized paths). CI assembles every file with ptxas. Without
+// flags it then runs flash attention and checks it against a CPU reference: on the GPU, or
+// through the interpreter where there is none.
+#include "attention_check.h"
 #include "layernorm.h"
 #include "matmul.h"
 #include "softmax.h"
 #include "vector_add.h"
 
 #include "tessera/compiler/Compiler.h"
+#include "tessera/compiler/Interpreter.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -64,6 +69,23 @@ int main(int argc, char **argv) {
           std::ofstream(ptxDir + "/" + traced.name() + variant + ".ptx") << compiled.ptx;
       }
     }
+    if (printIR || !ptxDir.empty())
+      return 0;
+    std::string why;
+    if (!interpreter::enabled() && !jit::gpu_available(&why)) {
+      std::cout << "no GPU (" << why << "): running attention through the interpreter\n";
+      setenv("TESSERA_INTERPRET", "1", 1);
+    }
+    const int heads = 2, n = 256, d = 64;
+    auto start = std::chrono::steady_clock::now();
+    examples::AttentionCheck check = examples::check_attention(heads, n, n, d, 2026);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "attention_forward f16 B=1 H=" << heads << " N=" << n << " D=" << d << " on the "
+              << (interpreter::enabled() ? "interpreter" : "GPU") << " in " << seconds
+              << " s: max error " << check.max_error << " (naive fp16: " << check.naive_error
+              << "), LSE error " << check.max_lse_error << ": " << (check.passed ? "PASS" : "FAIL") << "\n";
+    if (!check.passed)
+      return 1;
   } catch (const Error &error) {
     std::cerr << "tessera-examples: " << error.what() << "\n";
     return 1;

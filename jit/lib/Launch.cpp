@@ -4,6 +4,7 @@
 #include "tessera/jit/Runtime.h"
 
 #include "tessera/compiler/Compiler.h"
+#include "tessera/compiler/Interpreter.h"
 #include "tessera/dsl/kernel.h"
 #include "tessera/error.h"
 
@@ -172,6 +173,8 @@ void Kernel::launch_args(void *stream, Grid grid, const Config &config, const La
     throw Error("kernel '" + name_ + "': grid (" + std::to_string(grid.x) + ", " +
                 std::to_string(grid.y) + ", " + std::to_string(grid.z) +
                 ") exceeds the GPU's limits (2^31-1, 65535, 65535)");
+  if (interpreter::enabled())
+    return interpreter::run(trace(config), grid, args, count);
   const jit::LoadedKernel *loaded = specialization(config, divisible, ones, count);
   for (size_t i = 0; i < count; ++i)
     params[i] = &storage[i];

@@ -1,7 +1,11 @@
 #include "tessera/jit/Runtime.h"
 
 #include "Driver.h"
+#include "tessera/compiler/Interpreter.h"
 #include "tessera/error.h"
+
+#include <cstdlib>
+#include <cstring>
 
 #include <utility>
 
@@ -36,7 +40,15 @@ DeviceInfo current_device() {
   return info;
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes), host_(interpreter::enabled()) {
+  if (host_) {
+    void *host = std::calloc(bytes ? bytes : 1, 1);
+    if (!host)
+      throw Error("DeviceBuffer: cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+    interpreter::register_allocation(host, bytes);
+    ptr_ = reinterpret_cast<uintptr_t>(host);
+    return;
+  }
   CUdeviceptr ptr = 0;
   if (bytes)
     TESSERA_CU(cuMemAlloc_v2(&ptr, bytes));
@@ -44,47 +56,65 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)), host_(other.host_) {}
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   std::swap(ptr_, other.ptr_);
   std::swap(bytes_, other.bytes_);
+  std::swap(host_, other.host_);
   return *this;
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_)
+  if (host_ && ptr_) {
+    interpreter::unregister_allocation(data());
+    std::free(data());
+  } else if (ptr_)
     driver::api().cuMemFree_v2(ptr_); // never throw from a destructor
 }
 
 void DeviceBuffer::copy_from_host(const void *host, size_t bytes) {
   if (bytes > bytes_)
     throw Error("copy_from_host: " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(bytes_));
-  if (bytes)
+  if (host_)
+    std::memcpy(data(), host, bytes);
+  else if (bytes)
     TESSERA_CU(cuMemcpyHtoD_v2(ptr_, host, bytes));
 }
 
 void DeviceBuffer::copy_to_host(void *host, size_t bytes) const {
   if (bytes > bytes_)
     throw Error("copy_to_host: " + std::to_string(bytes) + " bytes from a buffer of " + std::to_string(bytes_));
-  if (bytes)
+  if (host_)
+    std::memcpy(host, data(), bytes);
+  else if (bytes)
     TESSERA_CU(cuMemcpyDtoH_v2(host, ptr_, bytes));
 }
 
 void DeviceBuffer::fill_bytes(uint8_t value) {
-  if (bytes_)
+  if (host_)
+    std::memset(data(), value, bytes_);
+  else if (bytes_)
     TESSERA_CU(cuMemsetD8_v2(ptr_, value, bytes_));
 }
 
 Stream::Stream() {
+  if (interpreter::enabled())
+    return;
   CUstream stream;
   TESSERA_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   handle_ = stream;
 }
 
-Stream::~Stream() { driver::api().cuStreamDestroy_v2(static_cast<CUstream>(handle_)); }
+Stream::~Stream() {
+  if (handle_)
+    driver::api().cuStreamDestroy_v2(static_cast<CUstream>(handle_));
+}
 
-void Stream::synchronize() const { TESSERA_CU(cuStreamSynchronize(static_cast<CUstream>(handle_))); }
+void Stream::synchronize() const {
+  if (!interpreter::enabled())
+    TESSERA_CU(cuStreamSynchronize(static_cast<CUstream>(handle_)));
+}
 
 Event::Event() {
   CUevent event;
@@ -106,10 +136,15 @@ float Event::elapsed_since(const Event &start) const {
   return ms;
 }
 
-void synchronize() { TESSERA_CU(cuCtxSynchronize()); }
+void synchronize() {
+  if (!interpreter::enabled())
+    TESSERA_CU(cuCtxSynchronize());
+}
 
 void copy_device(void *dst, const void *src, size_t bytes) {
-  if (bytes)
+  if (interpreter::enabled())
+    std::memmove(dst, src, bytes);
+  else if (bytes)
     TESSERA_CU(cuMemcpyDtoD_v2(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 

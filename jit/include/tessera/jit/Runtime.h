@@ -29,7 +29,8 @@ struct DeviceInfo {
 /// context is made current on first use.
 DeviceInfo current_device();
 
-/// Device memory, freed with the object.
+/// Device memory, freed with the object. Under TESSERA_INTERPRET it is host memory that the
+/// interpreter may touch, so programs written against the GPU API run unchanged.
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
@@ -50,9 +51,11 @@ public:
 private:
   uint64_t ptr_ = 0;
   size_t bytes_ = 0;
+  bool host_ = false;
 };
 
-/// A CUDA stream (nullptr: the legacy default stream).
+/// A CUDA stream (nullptr: the legacy default stream; also under TESSERA_INTERPRET, where
+/// launches run synchronously on the host).
 class Stream {
 public:
   Stream();

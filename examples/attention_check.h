@@ -1,0 +1,118 @@
+// Runs attention_forward through the launch API (GPU, or the interpreter under
+// TESSERA_INTERPRET) on random fp16 inputs and checks it against an fp64 CPU reference, with
+// DESIGN.md's bar: max error within 2x that of a naive fp16 implementation plus a floor, no
+// NaN, every element written.
+#ifndef TESSERA_EXAMPLES_ATTENTION_CHECK_H
+#define TESSERA_EXAMPLES_ATTENTION_CHECK_H
+
+#include "attention.h"
+
+#include <tessera/dsl/fp16.h>
+#include <tessera/jit/Runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tessera::examples {
+
+struct AttentionCheck {
+  double max_error = 0;       ///< kernel output vs the fp64 reference
+  double naive_error = 0;     ///< naive fp16 attention vs the fp64 reference
+  double max_lse_error = 0;   ///< natural-log LSE vs the reference
+  bool passed = false;
+};
+
+/// Softmax(q k^T * scale) v for one head, in fp64 (`round` false) or as a naive fp16
+/// implementation would compute it (`round` true: scores, probabilities and output rounded
+/// to fp16). Fills `lse` with the natural-log row sums when given.
+inline std::vector<double> attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                               int n_q, int n_kv, int d, double scale, bool round,
+                                               std::vector<double> *lse = nullptr) {
+  auto r16 = [&](double x) { return round ? double(from_half(to_half(float(x)))) : x; };
+  std::vector<double> out(size_t(n_q) * d, 0.0), scores(n_kv);
+  for (int i = 0; i < n_q; ++i) {
+    double peak = -INFINITY;
+    for (int j = 0; j < n_kv; ++j) {
+      double s = 0;
+      for (int c = 0; c < d; ++c)
+        s += double(from_half(q[i * d + c])) * from_half(k[j * d + c]);
+      scores[j] = r16(s * scale);
+      peak = std::max(peak, scores[j]);
+    }
+    double total = 0;
+    for (int j = 0; j < n_kv; ++j)
+      total += std::exp(scores[j] - peak);
+    if (lse)
+      lse->push_back(n_kv ? peak + std::log(total) : -INFINITY);
+    for (int j = 0; j < n_kv; ++j) {
+      double p = r16(std::exp(scores[j] - peak) / total);
+      for (int c = 0; c < d; ++c)
+        out[i * d + c] += p * from_half(v[j * d + c]);
+    }
+    for (int c = 0; c < d; ++c)
+      out[i * d + c] = r16(out[i * d + c]);
+  }
+  return out;
+}
+
+/// Check attention_forward<f16> on [heads, n_q | n_kv, d] inputs drawn from `seed`.
+inline AttentionCheck check_attention(int heads, int n_q, int n_kv, int d, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  auto random_half = [&](size_t n) {
+    std::vector<uint16_t> values(n);
+    for (uint16_t &x : values)
+      x = to_half(normal(rng));
+    return values;
+  };
+  std::vector<uint16_t> q = random_half(size_t(heads) * n_q * d), k = random_half(size_t(heads) * n_kv * d),
+                        v = random_half(size_t(heads) * n_kv * d);
+  auto upload = [](const std::vector<uint16_t> &host) {
+    jit::DeviceBuffer buffer(host.size() * 2);
+    buffer.copy_from_host(host.data(), host.size() * 2);
+    return buffer;
+  };
+  jit::DeviceBuffer dq = upload(q), dk = upload(k), dv = upload(v);
+  jit::DeviceBuffer out(size_t(heads) * n_q * d * 2), lse(size_t(heads) * n_q * 4);
+  out.fill_bytes(0xff); // poison: NaN in fp16 and fp32
+  lse.fill_bytes(0xff);
+  const double scale = 1.0 / std::sqrt(double(d));
+  const int64_t block = d <= 64 ? 64 : 32;
+  attention_forward<dsl::f16>().launch({uint32_t(dsl::cdiv(n_q, block)), uint32_t(heads)},
+                                       {{"BLOCK_M", block}, {"BLOCK_N", block}, {"HEAD_DIM", d}},
+                                       dq.data(), dk.data(), dv.data(), out.data(), lse.data(), n_q,
+                                       n_kv, float(scale));
+  jit::synchronize();
+  std::vector<uint16_t> got(size_t(heads) * n_q * d);
+  std::vector<float> got_lse(size_t(heads) * n_q);
+  out.copy_to_host(got.data(), got.size() * 2);
+  lse.copy_to_host(got_lse.data(), got_lse.size() * 4);
+
+  AttentionCheck check;
+  bool finite = true;
+  for (int h = 0; h < heads; ++h) {
+    size_t qo = size_t(h) * n_q * d, kvo = size_t(h) * n_kv * d;
+    std::vector<double> want_lse;
+    auto want = attention_reference(&q[qo], &k[kvo], &v[kvo], n_q, n_kv, d, scale, false, &want_lse);
+    auto naive = attention_reference(&q[qo], &k[kvo], &v[kvo], n_q, n_kv, d, scale, true);
+    for (size_t i = 0; i < want.size(); ++i) {
+      double value = from_half(got[qo + i]);
+      finite = finite && std::isfinite(value);
+      check.max_error = std::max(check.max_error, std::abs(value - want[i]));
+      check.naive_error = std::max(check.naive_error, std::abs(naive[i] - want[i]));
+    }
+    for (int i = 0; i < n_q; ++i) {
+      float value = got_lse[size_t(h) * n_q + i];
+      finite = finite && std::isfinite(value);
+      check.max_lse_error = std::max(check.max_lse_error, std::abs(value - want_lse[i]));
+    }
+  }
+  check.passed = finite && check.max_error <= 2 * check.naive_error + 1e-3 && check.max_lse_error <= 1e-3;
+  return check;
+}
+
+} // namespace tessera::examples
+
+#endif // TESSERA_EXAMPLES_ATTENTION_CHECK_H
