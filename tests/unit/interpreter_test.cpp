@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace {
@@ -149,6 +150,36 @@ TEST(Interpreter, AtomicsAccumulateAcrossProgramsAndReturnOldValues) {
   // Lanes 0..5 are live: counters 0 and 1 get two adds per program, 2 and 3 one.
   EXPECT_EQ(counters.data, (std::vector<int32_t>{6, 6, 3, 3, 2}));
   EXPECT_EQ(old.data[8 * 2 + 0], 2); // program 2 ran last: counter 0 held 0+0+1+1
+}
+
+TEST(Interpreter, IntegerAndBitSemanticsMatchTheGpu) {
+  // Signed division truncates toward zero, i32 arithmetic wraps, >> is arithmetic, bitcast
+  // reinterprets IEEE bits (here: flipping the sign bit of f32 and of f16).
+  Kernel k = kernel("bits", [](Ptr<i32> ints, Ptr<f32> floats, Ptr<f16> halves) {
+    Tile lanes = arange(0, 4);
+    Tile v = load(ints + lanes);
+    store(ints + 4 + lanes, v / 3);
+    store(ints + 8 + lanes, v % 3);
+    store(ints + 12 + lanes, v >> 1);
+    store(ints + 16 + lanes, v * 1073741824); // * 2^30 wraps in 32 bits
+    Tile x = load(floats + lanes);
+    store(floats + 4 + lanes, (x.bitcast(DType::i32) ^ std::numeric_limits<int32_t>::min()).bitcast(DType::f32));
+    Tile h = load(halves + lanes);
+    store(halves + 4 + lanes, (h.bitcast(DType::i16) ^ cast<i16>(Tile(-32768))).bitcast(DType::f16));
+  });
+  Registered<int32_t> ints(std::vector<int32_t>{-7, 7, -1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  Registered<float> floats(std::vector<float>{1.5f, -2.0f, 0.0f, 3.25f, 0, 0, 0, 0});
+  Registered<uint16_t> halves(std::vector<uint16_t>{to_half(1.5f), to_half(-2.0f), to_half(0.0f),
+                                                    to_half(65504.0f), 0, 0, 0, 0});
+  run(k, {}, {1}, {ints.ptr(), floats.ptr(), halves.ptr()});
+  std::vector<int32_t> got(ints.data.begin() + 4, ints.data.end());
+  EXPECT_EQ(got, (std::vector<int32_t>{-2, 2, 0, 1, -1, 1, -1, 2, -4, 3, -1, 2, 1073741824,
+                                       -1073741824, -1073741824, 1073741824}));
+  EXPECT_EQ(std::vector<float>(floats.data.begin() + 4, floats.data.end()),
+            (std::vector<float>{-1.5f, 2.0f, -0.0f, -3.25f}));
+  EXPECT_TRUE(std::signbit(floats.data[6]));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(halves.data[4 + i], halves.data[i] ^ 0x8000) << i;
 }
 
 TEST(Interpreter, BlockPointersZeroFillAndClipAtTheEdges) {

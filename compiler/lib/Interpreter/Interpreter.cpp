@@ -85,6 +85,40 @@ int64_t wrapTo(int64_t v, Type type) {
   return v >= m / 2 ? v - m : v;
 }
 
+/// The IEEE bits of `v` stored as `type` (f16, bf16, f32 or f64).
+int64_t floatBits(double v, Type type) {
+  if (type.isF16())
+    return to_half(static_cast<float>(v));
+  if (type.isBF16())
+    return to_bf16(static_cast<float>(v));
+  if (type.isF64()) {
+    int64_t bits;
+    std::memcpy(&bits, &v, 8);
+    return bits;
+  }
+  float narrow = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &narrow, 4);
+  return bits;
+}
+
+/// The float of `type` whose IEEE bits are `bits`.
+double floatFromBits(int64_t bits, Type type) {
+  if (type.isF16())
+    return from_half(static_cast<uint16_t>(bits));
+  if (type.isBF16())
+    return from_bf16(static_cast<uint16_t>(bits));
+  if (type.isF64()) {
+    double v;
+    std::memcpy(&v, &bits, 8);
+    return v;
+  }
+  uint32_t narrow = static_cast<uint32_t>(bits);
+  float v;
+  std::memcpy(&v, &narrow, 4);
+  return v;
+}
+
 size_t storedBytes(Type type) {
   if (isa<PointerType>(type))
     return 8;
@@ -613,7 +647,10 @@ bool Program::runArith(Operation *op) {
       default: fail(op, "unsupported float predicate");
       }
     } else if (name == "arith.bitcast") {
-      fail(op, "bitcast is not supported by the interpreter yet");
+      if (isa<FloatType>(from) && !outFloat) i = floatBits(F(0, e), from);
+      else if (!isa<FloatType>(from) && outFloat) f = floatFromBits(I(0, e), element);
+      else if (outFloat) f = F(0, e);
+      else i = I(0, e);
     } else if (name == "math.exp") f = std::exp(F(0, e));
     else if (name == "math.exp2") f = std::exp2(F(0, e));
     else if (name == "math.log") f = std::log(F(0, e));
