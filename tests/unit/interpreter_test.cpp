@@ -182,6 +182,24 @@ TEST(Interpreter, IntegerAndBitSemanticsMatchTheGpu) {
     EXPECT_EQ(halves.data[4 + i], halves.data[i] ^ 0x8000) << i;
 }
 
+TEST(Interpreter, DotRoundsInputsOnlyForTf32) {
+  // 1 + 2^-12 survives in f32 but not in tf32 (10 mantissa bits); tf32x3 recovers f32.
+  auto product = [](Precision precision) {
+    Kernel k = kernel("dot_precision", [precision](Ptr<f32> out) {
+      Tile a = full({16, 16}, 1.0 + std::ldexp(1.0, -12), DType::f32);
+      Tile b = full({16, 16}, 1.0, DType::f32);
+      Tile index = expand_dims(arange(0, 16), 1) * 16 + expand_dims(arange(0, 16), 0);
+      store(out + index, dot(a, b, {}, precision));
+    });
+    Registered<float> out(std::vector<float>(256, NAN));
+    run(k, {}, {1}, {out.ptr()});
+    return out.data[0];
+  };
+  EXPECT_EQ(product(Precision::ieee), 16.0f + std::ldexp(16.0f, -12));
+  EXPECT_EQ(product(Precision::tf32x3), 16.0f + std::ldexp(16.0f, -12));
+  EXPECT_EQ(product(Precision::tf32), 16.0f);
+}
+
 TEST(Interpreter, BlockPointersZeroFillAndClipAtTheEdges) {
   // Copy a 5x7 matrix in 4x4 blocks through block pointers: edge blocks are partial.
   Kernel k = kernel("block_copy", [](Ptr<f32> in, Ptr<f32> out, Int rows, Int cols) {

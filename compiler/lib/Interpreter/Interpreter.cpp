@@ -73,6 +73,17 @@ double roundTo(double v, Type type) {
   return static_cast<float>(v);
 }
 
+/// `v` rounded to tf32 (10 mantissa bits, ties away from zero, as cvt.rna.tf32.f32 does).
+double roundToTf32(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7f800000u) != 0x7f800000u) // inf and NaN pass through
+    bits = (bits + 0x1000u) & ~0x1fffu;
+  float rounded;
+  std::memcpy(&rounded, &bits, 4);
+  return rounded;
+}
+
 /// An int64 wrapped to the width of `type` (i1 as 0/1, others sign-extended).
 int64_t wrapTo(int64_t v, Type type) {
   unsigned bits = isa<PointerType>(type) ? 64 : type.getIntOrFloatBitWidth();
@@ -530,8 +541,10 @@ void Program::runDot(DotOp op) {
   int64_t M = op.getType().getDimSize(0), N = op.getType().getDimSize(1), K = op.getA().getType().getDimSize(1);
   Type acc = op.getType().getElementType();
   bool fl = !a.floats.empty();
-  bool tf32 = op.getInputPrecision() != InputPrecision::ieee;
-  auto input = [&](double v) { return tf32 ? static_cast<double>(from_bf16(to_bf16(static_cast<float>(v)))) : v; };
+  // tf32 keeps 10 mantissa bits; tf32x3 splits each input in three tf32 parts and recovers
+  // (nearly) f32 products, so it runs as ieee here.
+  bool tf32 = op.getInputPrecision() == InputPrecision::tf32;
+  auto input = [&](double v) { return tf32 ? roundToTf32(static_cast<float>(v)) : v; };
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       if (fl) {
