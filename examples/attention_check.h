@@ -22,6 +22,8 @@ struct AttentionCheck {
   double naive_error = 0;     ///< naive fp16 attention vs the fp64 reference
   double max_lse_error = 0;   ///< natural-log LSE vs the reference
   bool passed = false;
+  std::vector<uint16_t> output; ///< the kernel's fp16 output, [heads, n_q, d]
+  std::vector<float> lse;       ///< and its LSE, [heads, n_q]
 };
 
 /// Softmax(q k^T * scale) v for one head, in fp64 (`round` false) or as a naive fp16
@@ -110,6 +112,8 @@ inline AttentionCheck check_attention(int heads, int n_q, int n_kv, int d, unsig
     }
   }
   check.passed = finite && check.max_error <= 2 * check.naive_error + 1e-3 && check.max_lse_error <= 1e-3;
+  check.output = std::move(got);
+  check.lse = std::move(got_lse);
   return check;
 }
 

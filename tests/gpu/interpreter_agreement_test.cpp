@@ -1,0 +1,116 @@
+// The interpreter and the GPU agree on the same inputs: the interpreter runs the tile IR
+// before layouts, so a disagreement points at the layout-dependent compiler (layouts,
+// conversions, vectorization, pipelining, lowering).
+#include "attention_check.h"
+#include "matmul.h"
+#include "softmax.h"
+#include "gpu_util.h"
+
+#include <cstdlib>
+#include <functional>
+#include <random>
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::dsl;
+using tessera::testing::GpuTest;
+
+/// `body` on the GPU and then through the interpreter (its DeviceBuffers become host memory).
+template <typename T> std::pair<T, T> on_both(const std::function<T()> &body) {
+  T gpu = body();
+  const char *previous = std::getenv("TESSERA_INTERPRET");
+  std::string saved = previous ? previous : "";
+  auto restore = [&] { previous ? setenv("TESSERA_INTERPRET", saved.c_str(), 1) : unsetenv("TESSERA_INTERPRET"); };
+  setenv("TESSERA_INTERPRET", "1", 1);
+  T interpreted;
+  try {
+    interpreted = body();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return {gpu, interpreted};
+}
+
+std::vector<uint16_t> random_bits(size_t n, unsigned seed, bool bf16) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> values(n);
+  for (uint16_t &x : values)
+    x = bf16 ? to_bf16(normal(rng)) : to_half(normal(rng));
+  return values;
+}
+
+jit::DeviceBuffer upload16(const std::vector<uint16_t> &host) {
+  jit::DeviceBuffer buffer(host.size() * 2);
+  buffer.copy_from_host(host.data(), host.size() * 2);
+  return buffer;
+}
+
+std::vector<uint16_t> download16(const jit::DeviceBuffer &buffer, size_t n) {
+  std::vector<uint16_t> host(n);
+  buffer.copy_to_host(host.data(), n * 2);
+  return host;
+}
+
+using InterpreterAgreement = GpuTest;
+
+TEST_F(InterpreterAgreement, AttentionForward) {
+  for (auto [heads, n_q, n_kv, d] : std::vector<std::tuple<int, int, int, int>>{
+           {2, 113, 77, 64}, {1, 1, 130, 32}, {2, 256, 256, 64}, {1, 65, 200, 128}}) {
+    auto [gpu, interpreted] = on_both<examples::AttentionCheck>(
+        [&, heads = heads, n_q = n_q, n_kv = n_kv, d = d] { return examples::check_attention(heads, n_q, n_kv, d, 5); });
+    EXPECT_TRUE(gpu.passed) << "GPU error " << gpu.max_error << " vs naive " << gpu.naive_error;
+    EXPECT_TRUE(interpreted.passed) << "interpreter error " << interpreted.max_error;
+    double worst = 0, worst_lse = 0;
+    for (size_t i = 0; i < gpu.output.size(); ++i)
+      worst = std::max(worst, double(std::abs(from_half(gpu.output[i]) - from_half(interpreted.output[i]))));
+    for (size_t i = 0; i < gpu.lse.size(); ++i)
+      worst_lse = std::max(worst_lse, double(std::abs(gpu.lse[i] - interpreted.lse[i])));
+    // Both sum in f32 in different orders; outputs are fp16 (2^-11 relative).
+    EXPECT_LE(worst, 2e-3) << heads << "x" << n_q << "x" << n_kv << "x" << d;
+    EXPECT_LE(worst_lse, 1e-4) << heads << "x" << n_q << "x" << n_kv << "x" << d;
+  }
+}
+
+TEST_F(InterpreterAgreement, MatmulBf16) {
+  const int M = 200, N = 136, K = 328;
+  auto a = random_bits(size_t(M) * K, 1, true), b = random_bits(size_t(K) * N, 2, true);
+  for (const Config &config : {examples::matmul_configs()[0], examples::matmul_configs()[9]}) {
+    auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
+      auto da = upload16(a), db = upload16(b);
+      jit::DeviceBuffer c(size_t(M) * N * 2);
+      c.fill_bytes(0xff);
+      examples::matmul<dsl::bf16>().launch(examples::matmul_grid(config, M, N), config, da.data(), db.data(),
+                                           c.data(), M, N, K, K, 1, N, 1, N, 1);
+      jit::synchronize();
+      return download16(c, size_t(M) * N);
+    });
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      float g = from_bf16(gpu[i]), want = from_bf16(interpreted[i]);
+      ASSERT_NEAR(g, want, 8e-3 * std::abs(want) + 1e-2) << config.str() << " at " << i / N << "," << i % N;
+    }
+  }
+}
+
+TEST_F(InterpreterAgreement, SoftmaxF16) {
+  const int rows = 33, cols = 1000;
+  auto x = random_bits(size_t(rows) * cols, 3, false);
+  auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
+    auto in = upload16(x);
+    jit::DeviceBuffer out(size_t(rows) * cols * 2);
+    out.fill_bytes(0xff);
+    examples::softmax<f16>().launch({rows}, {{"BLOCK", 1024}}, in.data(), out.data(), cols, int64_t(cols),
+                                    int64_t(cols));
+    jit::synchronize();
+    return download16(out, size_t(rows) * cols);
+  });
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    float want = from_half(interpreted[i]);
+    ASSERT_NEAR(from_half(gpu[i]), want, 2e-3 * want + 1e-6) << "at " << i;
+  }
+}
+
+} // namespace
