@@ -246,6 +246,23 @@ TEST_F(InterpretedLaunch, LaunchArgumentsAreStillValidated) {
   EXPECT_THROW(examples::vector_add().launch({1}, {{"BLOCK", 64}}, x.data(), x.data(), x.data()), Error);
 }
 
+TEST(Interpreter, NonPositiveRuntimeLoopStepIsReportedNotHung) {
+  Kernel k = kernel("stuck", [](Ptr<f32> out, Int step) {
+    Tile acc = zeros({16}, DType::f32);
+    for_range(0, 10, step, {acc}, [&](Tile) { acc = acc + 1.0f; });
+    store(out + arange(0, 16), acc);
+  });
+  Registered<float> out(std::vector<float>(16, 0));
+  run(k, {}, {1}, {out.ptr(), 3});
+  EXPECT_EQ(out.data[0], 4.0f); // 0, 3, 6, 9
+  try {
+    run(k, {}, {1}, {out.ptr(), 0});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("loop step 0 is not positive"));
+  }
+}
+
 TEST(Interpreter, EnabledFollowsTheEnvironment) {
   setenv("TESSERA_INTERPRET", "1", 1);
   EXPECT_TRUE(interpreter::enabled());

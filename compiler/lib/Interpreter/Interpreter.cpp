@@ -267,6 +267,8 @@ private:
   void runFor(scf::ForOp loop) {
     int64_t lo = get(loop.getLowerBound()).ints[0], hi = get(loop.getUpperBound()).ints[0],
             step = get(loop.getStep()).ints[0];
+    if (step <= 0 && lo < hi)
+      fail(loop, "loop step " + std::to_string(step) + " is not positive: the loop would never end");
     std::vector<Tensor> carried;
     for (Value init : loop.getInitArgs())
       carried.push_back(get(init));
