@@ -33,13 +33,20 @@ inline std::vector<double> attention_reference(const uint16_t *q, const uint16_t
                                                int n_q, int n_kv, int d, double scale, bool round,
                                                std::vector<double> *lse = nullptr) {
   auto r16 = [&](double x) { return round ? double(from_half(to_half(float(x)))) : x; };
+  auto widen = [&](const uint16_t *h, int rows) {
+    std::vector<double> values(size_t(rows) * d);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = from_half(h[i]);
+    return values;
+  };
+  std::vector<double> qd = widen(q, n_q), kd = widen(k, n_kv), vd = widen(v, n_kv);
   std::vector<double> out(size_t(n_q) * d, 0.0), scores(n_kv);
   for (int i = 0; i < n_q; ++i) {
     double peak = -INFINITY;
     for (int j = 0; j < n_kv; ++j) {
       double s = 0;
       for (int c = 0; c < d; ++c)
-        s += double(from_half(q[i * d + c])) * from_half(k[j * d + c]);
+        s += qd[i * d + c] * kd[j * d + c];
       scores[j] = r16(s * scale);
       peak = std::max(peak, scores[j]);
     }
@@ -51,7 +58,7 @@ inline std::vector<double> attention_reference(const uint16_t *q, const uint16_t
     for (int j = 0; j < n_kv; ++j) {
       double p = r16(std::exp(scores[j] - peak) / total);
       for (int c = 0; c < d; ++c)
-        out[i * d + c] += p * from_half(v[j * d + c]);
+        out[i * d + c] += p * vd[j * d + c];
     }
     for (int c = 0; c < d; ++c)
       out[i * d + c] = r16(out[i * d + c]);

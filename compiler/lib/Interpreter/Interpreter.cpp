@@ -8,7 +8,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
 #include <cstdio>
@@ -134,6 +134,37 @@ size_t storedBytes(Type type) {
   if (isa<PointerType>(type))
     return 8;
   return std::max<size_t>(1, type.getIntOrFloatBitWidth() / 8);
+}
+
+/// The elementwise arith/math ops the interpreter knows (conversions that only re-round or
+/// re-wrap share one kind: rounding to the result type happens after every op).
+enum class ElementwiseOp {
+  addf, subf, mulf, divf, remf, negf, maximumf, minimumf, convertf, sitofp, uitofp, fptosi,
+  addi, subi, muli, divsi, remsi, andi, ori, xori, shli, shrsi, maxsi, minsi, converti, extui,
+  select, cmpi, cmpf, bitcast, exp, exp2, log, log2, sqrt, rsqrt, absf, absi, tanh, sin, cos,
+  floor, ceil, erf, fma, unknown
+};
+
+ElementwiseOp classify(StringRef name) {
+  using K = ElementwiseOp;
+  return llvm::StringSwitch<K>(name)
+      .Case("arith.addf", K::addf).Case("arith.subf", K::subf).Case("arith.mulf", K::mulf)
+      .Case("arith.divf", K::divf).Case("arith.remf", K::remf).Case("arith.negf", K::negf)
+      .Case("arith.maximumf", K::maximumf).Case("arith.minimumf", K::minimumf)
+      .Cases({"arith.extf", "arith.truncf"}, K::convertf).Case("arith.sitofp", K::sitofp)
+      .Case("arith.uitofp", K::uitofp).Case("arith.fptosi", K::fptosi).Case("arith.addi", K::addi)
+      .Case("arith.subi", K::subi).Case("arith.muli", K::muli).Case("arith.divsi", K::divsi)
+      .Case("arith.remsi", K::remsi).Case("arith.andi", K::andi).Case("arith.ori", K::ori)
+      .Case("arith.xori", K::xori).Case("arith.shli", K::shli).Case("arith.shrsi", K::shrsi)
+      .Case("arith.maxsi", K::maxsi).Case("arith.minsi", K::minsi)
+      .Cases({"arith.extsi", "arith.trunci"}, K::converti).Case("arith.extui", K::extui)
+      .Case("arith.select", K::select).Case("arith.cmpi", K::cmpi).Case("arith.cmpf", K::cmpf)
+      .Case("arith.bitcast", K::bitcast).Case("math.exp", K::exp).Case("math.exp2", K::exp2)
+      .Case("math.log", K::log).Case("math.log2", K::log2).Case("math.sqrt", K::sqrt)
+      .Case("math.rsqrt", K::rsqrt).Case("math.absf", K::absf).Case("math.absi", K::absi)
+      .Case("math.tanh", K::tanh).Case("math.sin", K::sin).Case("math.cos", K::cos)
+      .Case("math.floor", K::floor).Case("math.ceil", K::ceil).Case("math.erf", K::erf)
+      .Case("math.fma", K::fma).Default(K::unknown);
 }
 
 class Program {
@@ -546,13 +577,17 @@ void Program::runDot(DotOp op) {
   // tf32 keeps 10 mantissa bits; tf32x3 splits each input in three tf32 parts and recovers
   // (nearly) f32 products, so it runs as ieee here.
   bool tf32 = op.getInputPrecision() == InputPrecision::tf32;
+  const bool exact = acc.isF64();
   auto input = [&](double v) { return tf32 ? roundToTf32(static_cast<float>(v)) : v; };
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       if (fl) {
         double sum = out.floats[m * N + n];
-        for (int64_t k = 0; k < K; ++k)
-          sum = roundTo(sum + input(a.floats[m * K + k]) * input(b.floats[k * N + n]), acc.isF16() ? Float32Type::get(op.getContext()) : acc);
+        for (int64_t k = 0; k < K; ++k) {
+          sum += input(a.floats[m * K + k]) * input(b.floats[k * N + n]);
+          if (!exact) // f16 accumulators also sum in f32, as mma does
+            sum = static_cast<float>(sum);
+        }
         out.floats[m * N + n] = roundTo(sum, acc);
       } else {
         int64_t sum = out.ints[m * N + n];
@@ -585,7 +620,8 @@ bool Program::runArith(Operation *op) {
     env_[result] = t;
     return true;
   }
-  if (!name.starts_with("arith.") && !name.starts_with("math."))
+  ElementwiseOp kind = classify(name);
+  if (kind == ElementwiseOp::unknown)
     return false;
   std::vector<Tensor *> in;
   for (Value v : op->getOperands())
@@ -596,48 +632,65 @@ bool Program::runArith(Operation *op) {
   auto F = [&](int k, size_t e) { return in[k]->floats[e]; };
   auto I = [&](int k, size_t e) { return in[k]->ints[e]; };
   Type from = elementOf(op->getOperand(0).getType());
+  const int64_t fromBits = isa<PointerType>(from) ? 64 : from.getIntOrFloatBitWidth();
+  const uint64_t fromMask = fromBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << fromBits) - 1;
+  auto cmpi = dyn_cast<arith::CmpIOp>(op);
+  auto cmpf = dyn_cast<arith::CmpFOp>(op);
+  if (cmpf && !llvm::is_contained({arith::CmpFPredicate::OEQ, arith::CmpFPredicate::OGT, arith::CmpFPredicate::OGE,
+                                   arith::CmpFPredicate::OLT, arith::CmpFPredicate::OLE, arith::CmpFPredicate::UNE},
+                                  cmpf.getPredicate()))
+    fail(op, "unsupported float predicate");
+  // Decided once per op; the loop below only switches on the kind.
   for (size_t e = 0; e < n; ++e) {
     double f = 0;
     int64_t i = 0;
-    if (name == "arith.addf") f = F(0, e) + F(1, e);
-    else if (name == "arith.subf") f = F(0, e) - F(1, e);
-    else if (name == "arith.mulf") f = F(0, e) * F(1, e);
-    else if (name == "arith.divf") f = F(0, e) / F(1, e);
-    else if (name == "arith.remf") f = std::fmod(F(0, e), F(1, e));
-    else if (name == "arith.negf") f = -F(0, e);
-    else if (name == "arith.maximumf") f = (std::isnan(F(0, e)) || std::isnan(F(1, e))) ? NAN : std::max(F(0, e), F(1, e));
-    else if (name == "arith.minimumf") f = (std::isnan(F(0, e)) || std::isnan(F(1, e))) ? NAN : std::min(F(0, e), F(1, e));
-    else if (name == "arith.extf" || name == "arith.truncf") f = F(0, e);
-    else if (name == "arith.sitofp") f = static_cast<double>(I(0, e));
-    else if (name == "arith.uitofp") f = static_cast<double>(from.isInteger(1) ? I(0, e) & 1 : I(0, e));
-    else if (name == "arith.fptosi") i = static_cast<int64_t>(std::trunc(F(0, e)));
-    else if (name == "arith.addi") i = I(0, e) + I(1, e);
-    else if (name == "arith.subi") i = I(0, e) - I(1, e);
-    else if (name == "arith.muli") i = I(0, e) * I(1, e);
-    else if (name == "arith.divsi") {
-      if (I(1, e) == 0) fail(op, "integer division by zero at element " + std::to_string(e));
-      i = I(0, e) / I(1, e);
-    } else if (name == "arith.remsi") {
-      if (I(1, e) == 0) fail(op, "integer division by zero at element " + std::to_string(e));
-      i = I(0, e) % I(1, e);
-    } else if (name == "arith.andi") i = I(0, e) & I(1, e);
-    else if (name == "arith.ori") i = I(0, e) | I(1, e);
-    else if (name == "arith.xori") i = I(0, e) ^ I(1, e);
-    else if (name == "arith.shli") i = I(0, e) << I(1, e);
-    else if (name == "arith.shrsi") i = I(0, e) >> I(1, e);
-    else if (name == "arith.maxsi") i = std::max(I(0, e), I(1, e));
-    else if (name == "arith.minsi") i = std::min(I(0, e), I(1, e));
-    else if (name == "arith.extsi" || name == "arith.trunci") i = I(0, e);
-    else if (name == "arith.extui") i = from.isInteger(1) ? I(0, e) & 1 : I(0, e) & ((int64_t(1) << from.getIntOrFloatBitWidth()) - 1);
-    else if (name == "arith.select") {
+    switch (kind) {
+    case ElementwiseOp::addf: f = F(0, e) + F(1, e); break;
+    case ElementwiseOp::subf: f = F(0, e) - F(1, e); break;
+    case ElementwiseOp::mulf: f = F(0, e) * F(1, e); break;
+    case ElementwiseOp::divf: f = F(0, e) / F(1, e); break;
+    case ElementwiseOp::remf: f = std::fmod(F(0, e), F(1, e)); break;
+    case ElementwiseOp::negf: f = -F(0, e); break;
+    case ElementwiseOp::maximumf:
+      f = (std::isnan(F(0, e)) || std::isnan(F(1, e))) ? NAN : std::max(F(0, e), F(1, e));
+      break;
+    case ElementwiseOp::minimumf:
+      f = (std::isnan(F(0, e)) || std::isnan(F(1, e))) ? NAN : std::min(F(0, e), F(1, e));
+      break;
+    case ElementwiseOp::convertf: f = F(0, e); break;
+    case ElementwiseOp::sitofp: f = static_cast<double>(I(0, e)); break;
+    case ElementwiseOp::uitofp: f = static_cast<double>(static_cast<uint64_t>(I(0, e)) & fromMask); break;
+    case ElementwiseOp::fptosi: i = static_cast<int64_t>(std::trunc(F(0, e))); break;
+    case ElementwiseOp::addi: i = I(0, e) + I(1, e); break;
+    case ElementwiseOp::subi: i = I(0, e) - I(1, e); break;
+    case ElementwiseOp::muli: i = I(0, e) * I(1, e); break;
+    case ElementwiseOp::divsi:
+    case ElementwiseOp::remsi:
+      if (I(1, e) == 0)
+        fail(op, "integer division by zero at element " + std::to_string(e));
+      i = kind == ElementwiseOp::divsi ? I(0, e) / I(1, e) : I(0, e) % I(1, e);
+      break;
+    case ElementwiseOp::andi: i = I(0, e) & I(1, e); break;
+    case ElementwiseOp::ori: i = I(0, e) | I(1, e); break;
+    case ElementwiseOp::xori: i = I(0, e) ^ I(1, e); break;
+    case ElementwiseOp::shli: i = I(0, e) << I(1, e); break;
+    case ElementwiseOp::shrsi: i = I(0, e) >> I(1, e); break;
+    case ElementwiseOp::maxsi: i = std::max(I(0, e), I(1, e)); break;
+    case ElementwiseOp::minsi: i = std::min(I(0, e), I(1, e)); break;
+    case ElementwiseOp::converti: i = I(0, e); break;
+    case ElementwiseOp::extui: i = static_cast<int64_t>(static_cast<uint64_t>(I(0, e)) & fromMask); break;
+    case ElementwiseOp::select: {
       bool c = in[0]->ints[in[0]->ints.size() == 1 ? 0 : e];
-      if (outFloat) f = c ? F(1, e) : F(2, e);
-      else i = c ? I(1, e) : I(2, e);
-    } else if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+      if (outFloat)
+        f = c ? F(1, e) : F(2, e);
+      else
+        i = c ? I(1, e) : I(2, e);
+      break;
+    }
+    case ElementwiseOp::cmpi: {
       int64_t x = I(0, e), y = I(1, e);
-      uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
-      if (from.isInteger(1)) ux &= 1, uy &= 1;
-      switch (cmp.getPredicate()) {
+      uint64_t ux = static_cast<uint64_t>(x) & fromMask, uy = static_cast<uint64_t>(y) & fromMask;
+      switch (cmpi.getPredicate()) {
       case arith::CmpIPredicate::eq: i = x == y; break;
       case arith::CmpIPredicate::ne: i = x != y; break;
       case arith::CmpIPredicate::slt: i = x < y; break;
@@ -649,40 +702,48 @@ bool Program::runArith(Operation *op) {
       case arith::CmpIPredicate::ugt: i = ux > uy; break;
       case arith::CmpIPredicate::uge: i = ux >= uy; break;
       }
-    } else if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
+      break;
+    }
+    case ElementwiseOp::cmpf: {
       double x = F(0, e), y = F(1, e);
       bool unordered = std::isnan(x) || std::isnan(y);
-      switch (cmp.getPredicate()) {
+      switch (cmpf.getPredicate()) {
       case arith::CmpFPredicate::OEQ: i = !unordered && x == y; break;
       case arith::CmpFPredicate::OGT: i = !unordered && x > y; break;
       case arith::CmpFPredicate::OGE: i = !unordered && x >= y; break;
       case arith::CmpFPredicate::OLT: i = !unordered && x < y; break;
       case arith::CmpFPredicate::OLE: i = !unordered && x <= y; break;
-      case arith::CmpFPredicate::UNE: i = unordered || x != y; break;
-      default: fail(op, "unsupported float predicate");
+      default: i = unordered || x != y; break; // UNE, the only other one admitted above
       }
-    } else if (name == "arith.bitcast") {
-      if (isa<FloatType>(from) && !outFloat) i = floatBits(F(0, e), from);
-      else if (!isa<FloatType>(from) && outFloat) f = floatFromBits(I(0, e), element);
-      else if (outFloat) f = F(0, e);
-      else i = I(0, e);
-    } else if (name == "math.exp") f = std::exp(F(0, e));
-    else if (name == "math.exp2") f = std::exp2(F(0, e));
-    else if (name == "math.log") f = std::log(F(0, e));
-    else if (name == "math.log2") f = std::log2(F(0, e));
-    else if (name == "math.sqrt") f = std::sqrt(F(0, e));
-    else if (name == "math.rsqrt") f = 1.0 / std::sqrt(F(0, e));
-    else if (name == "math.absf") f = std::fabs(F(0, e));
-    else if (name == "math.absi") i = std::llabs(I(0, e));
-    else if (name == "math.tanh") f = std::tanh(F(0, e));
-    else if (name == "math.sin") f = std::sin(F(0, e));
-    else if (name == "math.cos") f = std::cos(F(0, e));
-    else if (name == "math.floor") f = std::floor(F(0, e));
-    else if (name == "math.ceil") f = std::ceil(F(0, e));
-    else if (name == "math.erf") f = std::erf(F(0, e));
-    else if (name == "math.fma") f = std::fma(F(0, e), F(1, e), F(2, e));
-    else
-      return false;
+      break;
+    }
+    case ElementwiseOp::bitcast:
+      if (isa<FloatType>(from) && !outFloat)
+        i = floatBits(F(0, e), from);
+      else if (!isa<FloatType>(from) && outFloat)
+        f = floatFromBits(I(0, e), element);
+      else if (outFloat)
+        f = F(0, e);
+      else
+        i = I(0, e);
+      break;
+    case ElementwiseOp::exp: f = std::exp(F(0, e)); break;
+    case ElementwiseOp::exp2: f = std::exp2(F(0, e)); break;
+    case ElementwiseOp::log: f = std::log(F(0, e)); break;
+    case ElementwiseOp::log2: f = std::log2(F(0, e)); break;
+    case ElementwiseOp::sqrt: f = std::sqrt(F(0, e)); break;
+    case ElementwiseOp::rsqrt: f = 1.0 / std::sqrt(F(0, e)); break;
+    case ElementwiseOp::absf: f = std::fabs(F(0, e)); break;
+    case ElementwiseOp::absi: i = std::llabs(I(0, e)); break;
+    case ElementwiseOp::tanh: f = std::tanh(F(0, e)); break;
+    case ElementwiseOp::sin: f = std::sin(F(0, e)); break;
+    case ElementwiseOp::cos: f = std::cos(F(0, e)); break;
+    case ElementwiseOp::floor: f = std::floor(F(0, e)); break;
+    case ElementwiseOp::ceil: f = std::ceil(F(0, e)); break;
+    case ElementwiseOp::erf: f = std::erf(F(0, e)); break;
+    case ElementwiseOp::fma: f = std::fma(F(0, e), F(1, e), F(2, e)); break;
+    case ElementwiseOp::unknown: break;
+    }
     if (outFloat)
       out.floats[e] = roundTo(f, element);
     else
