@@ -4,6 +4,7 @@
 #define TESSERA_EXAMPLES_ATTENTION_H
 
 #include <tessera/dsl.h>
+#include <tessera/kernels/online_softmax.h>
 
 #include <cmath>
 
@@ -17,7 +18,6 @@ template <typename T> dsl::Kernel attention_forward() {
   return kernel("attention_forward", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Ptr<f32> lse,
                                         Int n_q, Int n_kv, Float scale, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
-    const double log2e = 1.4426950408889634;
 
     Tile head = program_id(1).to<i64>(); // 64-bit: batch*heads*n*d may pass 2^31
     Tile rows = program_id(0) * bm + arange(0, bm);
@@ -27,32 +27,19 @@ template <typename T> dsl::Kernel attention_forward() {
     Tile q_tile = load(q_ptrs, row_ok, 0);
     Tile k_base = k + head * n_kv * d;
     Tile v_base = v + head * n_kv * d;
-    Tile qk_scale = scale * log2e;
+    Tile qk_scale = scale * kernels::OnlineSoftmax::log2e;
 
-    Tile acc = zeros({bm, d}, DType::f32);
-    Tile row_max = full({bm}, -INFINITY, DType::f32);
-    Tile row_sum = zeros({bm}, DType::f32);
-    for_range(0, n_kv, bn, {acc, row_max, row_sum}, [&](Tile start) {
+    kernels::OnlineSoftmax softmax(bm, d);
+    for_range(0, n_kv, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 0) < n_kv;
       Tile k_tile = load(k_base + expand_dims(cols, 0) * d + expand_dims(dims, 1), col_ok, 0);
-      Tile scores = where(col_ok, dot(q_tile, k_tile) * qk_scale, -INFINITY);
-      Tile new_max = maximum(row_max, max(scores, 1));
-      // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
-      Tile shift = where(new_max == -INFINITY, 0.0, new_max);
-      Tile p = exp2(scores - expand_dims(shift, 1));
-      Tile alpha = exp2(row_max - shift);
-      row_sum = row_sum * alpha + sum(p, 1);
-      Tile v_tile = load(v_base + expand_dims(cols, 1) * d + expand_dims(dims, 0),
-                         expand_dims(cols, 1) < n_kv, 0);
-      acc = acc * expand_dims(alpha, 1) + dot(cast<T>(p), v_tile);
-      row_max = new_max;
+      softmax.add(where(col_ok, dot(q_tile, k_tile) * qk_scale, -INFINITY), [&] {
+        return load(v_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);
+      });
     });
-    Tile safe_sum = where(row_sum == 0.0, 1.0, row_sum);
-    store(o + head * n_q * d + expand_dims(rows, 1) * d + expand_dims(dims, 0),
-          cast<T>(acc / expand_dims(safe_sum, 1)), row_ok);
-    Tile lse_rows = where(row_sum == 0.0, -INFINITY, (row_max + log2(safe_sum)) / log2e);
-    store(lse + head * n_q + rows, lse_rows, rows < n_q);
+    store(o + head * n_q * d + expand_dims(rows, 1) * d + expand_dims(dims, 0), softmax.output(T::dtype), row_ok);
+    store(lse + head * n_q + rows, softmax.lse(), rows < n_q);
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include "tessera/compiler/Compiler.h"
 #include "tessera/compiler/Interpreter.h"
+#include "tessera/kernels/catalog.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -40,8 +41,9 @@ int main(int argc, char **argv) {
       Kernel kernel;
       Config config;
       std::vector<size_t> unit_strides = {}; // arguments that are 1 in the aligned variant
+      std::string tag = {};                  // tells apart files of one kernel's configs
     };
-    Example examples[] = {
+    std::vector<Example> examples = {
         {examples::vector_add(), {{"BLOCK", 1024}}},
         {examples::softmax<f16>(), {{"BLOCK", 4096}, {"num_warps", 8}}},
         {examples::layernorm<bf16>(), {{"BLOCK", 1024}}},
@@ -49,6 +51,13 @@ int main(int argc, char **argv) {
          {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}, {7, 9, 11}},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
+    for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels()) {
+      std::string dtype = shipped.kernel.signature()[0].str(); // ptr<f16>
+      dtype = dtype.substr(4, dtype.size() - 5);
+      examples.push_back({shipped.kernel, shipped.config, {},
+                          "." + dtype + ".d" + std::to_string(shipped.config["HEAD_DIM"]) +
+                              (shipped.config.get("CAUSAL", 0) ? ".causal" : "")});
+    }
     for (const Example &example : examples) {
       Specialization aligned;
       aligned.divisible_by_16.assign(example.kernel.signature().size(), true);
@@ -57,7 +66,7 @@ int main(int argc, char **argv) {
         aligned.equal_to_1[arg] = true;
       for (const Specialization &specialization : {Specialization{}, aligned}) {
         TracedKernel traced = example.kernel.trace(example.config, specialization);
-        std::string variant = specialization.divisible_by_16.empty() ? "" : ".aligned";
+        std::string variant = example.tag + (specialization.divisible_by_16.empty() ? "" : ".aligned");
         if (printIR)
           std::cout << "// " << traced.name() << variant << " " << example.config.str() << "\n"
                     << traced.str() << "\n";

@@ -1,0 +1,46 @@
+// Flash attention from C++: O = softmax(Q K^T * scale [+ causal mask]) V and the natural-log
+// LSE per query row, never forming the N x N matrix.
+#ifndef TESSERA_KERNELS_ATTENTION_H
+#define TESSERA_KERNELS_ATTENTION_H
+
+#include "tessera/dsl/dtype.h"
+#include "tessera/error.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tessera::kernels {
+
+/// Where a tensor's memory lives (DLPack's kDLCPU = 1, kDLCUDA = 2).
+enum class DeviceType : int32_t { cpu = 1, cuda = 2 };
+
+/// A DLPack-compatible view: data, dtype, shape and strides in elements. Not owning.
+struct TensorView {
+  void *data = nullptr;
+  dsl::DType dtype = dsl::DType::f16;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides; ///< empty: contiguous (row-major)
+  DeviceType device = DeviceType::cuda;
+
+  int64_t stride(size_t dim) const;
+  int64_t numel() const;
+};
+
+struct AttentionOptions {
+  bool causal = false;          ///< bottom-right aligned when n_q != n_kv (FlashAttention 2.1+)
+  std::optional<double> scale;  ///< default 1/sqrt(head_dim)
+};
+
+/// q: [batch, n_q, heads_q, head_dim]; k, v: [batch, n_kv, heads_kv, head_dim] (heads_q a
+/// multiple of heads_kv: GQA/MQA); o like q; lse: f32 [batch, heads_q, n_q], contiguous.
+/// fp16 or bf16, head_dim 1..256, any strides with a unit head_dim stride (so BSHD and
+/// BHSD both work). Launches on `stream` (CUDA; nullptr: the default stream); under
+/// TESSERA_INTERPRET it runs on the host and views are host memory. Bad input throws
+/// tessera::Error naming the argument and the problem.
+void attention_forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                       const TensorView &lse, const AttentionOptions &options = {}, void *stream = nullptr);
+
+} // namespace tessera::kernels
+
+#endif // TESSERA_KERNELS_ATTENTION_H

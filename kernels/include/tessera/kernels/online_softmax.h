@@ -1,0 +1,53 @@
+// FlashAttention-2's running softmax, as a DSL building block shared by the attention kernels
+// (and the example): f32 state, exp2, rows that have seen only masked keys kept exact.
+#ifndef TESSERA_KERNELS_ONLINE_SOFTMAX_H
+#define TESSERA_KERNELS_ONLINE_SOFTMAX_H
+
+#include <tessera/dsl.h>
+
+#include <cmath>
+#include <functional>
+
+namespace tessera::kernels {
+
+struct OnlineSoftmax {
+  static constexpr double log2e = 1.4426950408889634;
+  dsl::Tile acc, row_max, row_sum; ///< carry all three through the key loop
+
+  OnlineSoftmax(int64_t rows, int64_t head_dim)
+      : acc(dsl::zeros({rows, head_dim}, dsl::DType::f32)),
+        row_max(dsl::full({rows}, -INFINITY, dsl::DType::f32)), row_sum(dsl::zeros({rows}, dsl::DType::f32)) {}
+
+  /// Fold one key block: `scores` [rows, block] already times scale*log2(e), masked entries
+  /// -inf; `load_v` loads the block's V [block, head_dim] (after the softmax math, so the
+  /// load issues where the kernel's schedule wants it).
+  void add(const dsl::Tile &scores, const std::function<dsl::Tile()> &load_v) {
+    using namespace tessera::dsl;
+    Tile new_max = maximum(row_max, max(scores, 1));
+    // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
+    Tile shift = where(new_max == -INFINITY, 0.0, new_max);
+    Tile p = exp2(scores - expand_dims(shift, 1));
+    Tile alpha = exp2(row_max - shift);
+    row_sum = row_sum * alpha + sum(p, 1);
+    Tile v = load_v();
+    acc = acc * expand_dims(alpha, 1) + dot(p.to(v.dtype()), v);
+    row_max = new_max;
+  }
+
+  /// softmax(scores) V per row, in `dtype`; 0 for rows that saw no key.
+  dsl::Tile output(dsl::DType dtype) const {
+    return (acc / dsl::expand_dims(safe_sum(), 1)).to(dtype);
+  }
+  /// The natural-log sum of exp of each row's (unscaled-by-log2e) scores; -inf for rows that
+  /// saw no key.
+  dsl::Tile lse() const {
+    return dsl::where(row_sum == 0.0, -INFINITY, (row_max + dsl::log2(safe_sum())) / log2e);
+  }
+
+private:
+  dsl::Tile safe_sum() const { return dsl::where(row_sum == 0.0, 1.0, row_sum); }
+};
+
+} // namespace tessera::kernels
+
+#endif // TESSERA_KERNELS_ONLINE_SOFTMAX_H

@@ -1,0 +1,66 @@
+#include "AttentionKernels.h"
+
+#include "tessera/kernels/online_softmax.h"
+
+#include <cmath>
+
+namespace tessera::kernels::detail {
+namespace {
+
+using namespace tessera::dsl;
+
+template <typename T> Kernel forward() {
+  return kernel("attention_fwd", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Ptr<f32> lse, Int n_q, Int n_kv,
+                                    Int heads_q, Int group, Int head_dim, Long q_sb, Long q_sn, Long q_sh,
+                                    Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn, Long v_sh,
+                                    Long o_sb, Long o_sn, Long o_sh, Float scale, const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    const bool causal = cfg.get("CAUSAL", 0) != 0;
+
+    Tile batch_head = program_id(1);
+    Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
+    Tile kv_head = head / group;
+    Tile rows = program_id(0) * bm + arange(0, bm);
+    Tile dims = arange(0, d);
+    Tile dim_ok = expand_dims(dims, 0) < head_dim;
+    Tile row_ok = expand_dims(rows, 1) < n_q;
+    Tile q_tile = load(q + batch * q_sb + head * q_sh + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0),
+                       row_ok && dim_ok, 0);
+    Tile k_base = k + batch * k_sb + kv_head * k_sh;
+    Tile v_base = v + batch * v_sb + kv_head * v_sh;
+    Tile qk_scale = scale * OnlineSoftmax::log2e;
+
+    // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
+    // last row's horizon are skipped.
+    Tile diagonal = n_kv - n_q;
+    Tile kv_end = n_kv;
+    if (causal)
+      kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
+
+    OnlineSoftmax softmax(bm, d);
+    for_range(0, kv_end, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
+      Tile cols = start + arange(0, bn);
+      Tile col_ok = expand_dims(cols, 0) < n_kv;
+      Tile k_tile = load(k_base + expand_dims(cols, 0) * k_sn + expand_dims(dims, 1),
+                         col_ok && expand_dims(dims, 1) < head_dim, 0);
+      Tile visible = col_ok;
+      if (causal)
+        visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
+      softmax.add(where(visible, dot(q_tile, k_tile) * qk_scale, -INFINITY), [&] {
+        return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0),
+                    expand_dims(cols, 1) < n_kv && dim_ok, 0);
+      });
+    });
+    store(o + batch * o_sb + head * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0),
+          softmax.output(T::dtype), row_ok && dim_ok);
+    store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
+  });
+}
+
+} // namespace
+
+Kernel attention_forward_kernel(DType dtype) {
+  return dtype == DType::bf16 ? forward<bf16>() : forward<f16>();
+}
+
+} // namespace tessera::kernels::detail

@@ -1,0 +1,202 @@
+// The attention library's C++ API, run through the interpreter (TESSERA_INTERPRET=1) against
+// an fp64 CPU reference: causal (bottom-right), GQA/MQA, padded head dims, BSHD and BHSD
+// strides, both dtypes; and every bad input rejected with a message naming it.
+#include "tessera/kernels/attention.h"
+
+#include "tessera/compiler/Interpreter.h"
+
+#include <tessera/dsl/fp16.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::kernels;
+using dsl::DType;
+using ::testing::HasSubstr;
+
+struct Case {
+  int batch, n_q, n_kv, heads_q, heads_kv, d;
+  bool causal, bhsd;
+  DType dtype;
+};
+
+std::ostream &operator<<(std::ostream &os, const Case &c) {
+  return os << c.batch << "x" << c.n_q << "x" << c.n_kv << " heads " << c.heads_q << "/" << c.heads_kv << " d"
+            << c.d << (c.causal ? " causal" : "") << (c.bhsd ? " BHSD" : " BSHD") << " " << dsl::to_string(c.dtype);
+}
+
+/// Host memory registered with the interpreter, with a [batch, n, heads, d] view in either layout.
+struct Buffer {
+  std::vector<uint16_t> data;
+  TensorView view;
+  Buffer(DType dtype, int b, int n, int h, int d, bool bhsd) : data(size_t(b) * n * h * d, 0xffff) {
+    interpreter::register_allocation(data.data(), data.size() * 2);
+    view = {data.data(), dtype, {b, n, h, d}, {}, DeviceType::cpu};
+    if (bhsd)
+      view.strides = {int64_t(h) * n * d, d, int64_t(n) * d, 1};
+    else
+      view.strides = {int64_t(n) * h * d, int64_t(h) * d, d, 1};
+  }
+  ~Buffer() { interpreter::unregister_allocation(data.data()); }
+  uint16_t &at(int b, int n, int h, int c) {
+    return data[b * view.strides[0] + n * view.strides[1] + h * view.strides[2] + c];
+  }
+};
+
+class AttentionApi : public ::testing::TestWithParam<Case> {
+protected:
+  void SetUp() override { setenv("TESSERA_INTERPRET", "1", 1); }
+  void TearDown() override { unsetenv("TESSERA_INTERPRET"); }
+};
+
+TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
+  const Case c = GetParam();
+  const bool bf16 = c.dtype == DType::bf16;
+  auto to16 = [&](float x) { return bf16 ? to_bf16(x) : to_half(x); };
+  auto from16 = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  std::mt19937 rng(c.n_q * 131 + c.d);
+  std::normal_distribution<float> normal;
+  Buffer q(c.dtype, c.batch, c.n_q, c.heads_q, c.d, c.bhsd), k(c.dtype, c.batch, c.n_kv, c.heads_kv, c.d, c.bhsd),
+      v(c.dtype, c.batch, c.n_kv, c.heads_kv, c.d, c.bhsd), o(c.dtype, c.batch, c.n_q, c.heads_q, c.d, c.bhsd);
+  for (Buffer *b : {&q, &k, &v})
+    for (uint16_t &x : b->data)
+      x = to16(normal(rng));
+  std::vector<float> lse(size_t(c.batch) * c.heads_q * c.n_q, NAN);
+  interpreter::register_allocation(lse.data(), lse.size() * 4);
+  TensorView lse_view{lse.data(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
+  attention_forward(q.view, k.view, v.view, o.view, lse_view, {c.causal, std::nullopt});
+  interpreter::unregister_allocation(lse.data());
+
+  const double scale = 1 / std::sqrt(double(c.d));
+  double worst = 0, naive_worst = 0, worst_lse = 0;
+  bool finite = true;
+  std::vector<double> s(c.n_kv), exact(c.d), naive(c.d);
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads_q; ++h) {
+      int hk = h / (c.heads_q / c.heads_kv);
+      for (int i = 0; i < c.n_q; ++i) {
+        double peak = -INFINITY;
+        for (int j = 0; j < c.n_kv; ++j) {
+          bool visible = !c.causal || j <= i + c.n_kv - c.n_q;
+          double dot = 0;
+          for (int e = 0; e < c.d; ++e)
+            dot += from16(q.at(b, i, h, e)) * from16(k.at(b, j, hk, e));
+          s[j] = visible ? dot * scale : -INFINITY;
+          peak = std::max(peak, s[j]);
+        }
+        double total = 0;
+        for (int j = 0; j < c.n_kv; ++j)
+          total += std::isinf(s[j]) ? 0 : std::exp(s[j] - peak);
+        std::fill(exact.begin(), exact.end(), 0.0);
+        std::fill(naive.begin(), naive.end(), 0.0);
+        for (int j = 0; j < c.n_kv && total > 0; ++j) {
+          if (std::isinf(s[j]))
+            continue;
+          double p = std::exp(s[j] - peak) / total, p16 = from16(to16(float(p)));
+          for (int e = 0; e < c.d; ++e) {
+            exact[e] += p * from16(v.at(b, j, hk, e));
+            naive[e] += p16 * from16(v.at(b, j, hk, e));
+          }
+        }
+        for (int e = 0; e < c.d; ++e) {
+          double got = from16(o.at(b, i, h, e));
+          finite = finite && std::isfinite(got);
+          worst = std::max(worst, std::abs(got - exact[e]));
+          naive_worst = std::max(naive_worst, std::abs(from16(to16(float(naive[e]))) - exact[e]));
+        }
+        float got_lse = lse[(size_t(b) * c.heads_q + h) * c.n_q + i];
+        if (total == 0)
+          EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0) << "fully masked row " << i << ": lse " << got_lse;
+        else
+          worst_lse = std::max(worst_lse, std::abs(got_lse - (peak + std::log(total))));
+      }
+    }
+  EXPECT_TRUE(finite) << c;
+  EXPECT_LE(worst, 2 * naive_worst + (bf16 ? 4e-3 : 1e-3)) << c << " (naive " << naive_worst << ")";
+  EXPECT_LE(worst_lse, 1e-3) << c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionApi,
+    ::testing::Values(Case{1, 17, 17, 2, 2, 64, false, false, DType::f16},
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16},   // GQA, padded d, BHSD
+                      Case{1, 1, 130, 2, 1, 32, true, false, DType::f16},    // MQA, one query
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16},   // 40 fully masked rows
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16},   // no keys: 0 and -inf
+                      Case{1, 20, 40, 1, 1, 256, false, true, DType::bf16}, // widest head dim
+                      Case{2, 64, 64, 3, 3, 40, true, false, DType::f16}));  // odd d, causal square
+
+/// Valid views (host memory, f16) the error tests break one at a time.
+class AttentionApiErrors : public ::testing::Test {
+protected:
+  std::vector<uint16_t> qkv = std::vector<uint16_t>(4 * 1024), out = std::vector<uint16_t>(1024);
+  std::vector<float> lse_data = std::vector<float>(64);
+  TensorView q{qkv.data(), DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
+  TensorView k{qkv.data() + 1024, DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
+  TensorView v{qkv.data() + 2048, DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
+  TensorView o{out.data(), DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
+  TensorView lse{lse_data.data(), DType::f32, {1, 2, 16}, {}, DeviceType::cpu};
+  void SetUp() override { setenv("TESSERA_INTERPRET", "1", 1); }
+  void TearDown() override { unsetenv("TESSERA_INTERPRET"); }
+  void expectError(const std::string &needle) {
+    try {
+      attention_forward(q, k, v, o, lse);
+      ADD_FAILURE() << "no error; expected one saying: " << needle;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  }
+};
+
+TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
+  TensorView good_q = q, good_k = k, good_v = v, good_o = o, good_lse = lse;
+  auto reset = [&] { q = good_q, k = good_k, v = good_v, o = good_o, lse = good_lse; };
+  q.shape = {16, 2, 32};
+  expectError("q must have 4 dimensions, got [16, 2, 32]");
+  reset();
+  k.dtype = DType::bf16;
+  expectError("k is bf16 but q is f16");
+  reset();
+  q.dtype = k.dtype = v.dtype = o.dtype = DType::f32;
+  expectError("q must be f16 or bf16, got f32");
+  reset();
+  q.shape[3] = k.shape[3] = v.shape[3] = o.shape[3] = 300;
+  expectError("head_dim 300 is not supported");
+  reset();
+  k.shape[2] = v.shape[2] = 3;
+  q.shape[2] = o.shape[2] = 4;
+  lse.shape = {1, 4, 16};
+  expectError("heads_q (4) must be a multiple of heads_kv (3)");
+  reset();
+  v.shape[1] = 15;
+  expectError("k [1, 16, 2, 32] and v [1, 15, 2, 32] differ");
+  reset();
+  o.data = qkv.data() + 512;
+  expectError("o overlaps q");
+  reset();
+  lse.shape = {1, 16, 2};
+  expectError("lse [1, 16, 2] must be [batch, heads_q, n_q] = [1, 2, 16]");
+  reset();
+  lse.dtype = DType::f16;
+  expectError("lse must be f32");
+  reset();
+  q.strides = {1024, 64, 1, 2};
+  expectError("q must be contiguous in its last dimension");
+  reset();
+  o.data = reinterpret_cast<char *>(out.data()) + 1;
+  expectError("o is not aligned to its element size");
+  reset();
+  k.device = DeviceType::cuda;
+  expectError("k is CUDA memory; expected host memory (TESSERA_INTERPRET is set)");
+  reset();
+  v.data = nullptr;
+  expectError("v is null");
+}
+
+} // namespace
