@@ -31,18 +31,7 @@ namespace {
 
 [[noreturn]] void fail(const std::string &message) { throw Error("attention_forward: " + message); }
 
-int64_t bytesOf(dsl::DType dtype) {
-  switch (dtype) {
-  case dsl::DType::i1:
-  case dsl::DType::i8: return 1;
-  case dsl::DType::i16:
-  case dsl::DType::f16:
-  case dsl::DType::bf16: return 2;
-  case dsl::DType::i32:
-  case dsl::DType::f32: return 4;
-  default: return 8;
-  }
-}
+int64_t bytesOf(dsl::DType dtype) { return std::max(1, dsl::bit_width(dtype) / 8); }
 
 std::string shapeStr(const std::vector<int64_t> &shape) {
   std::string s = "[";
