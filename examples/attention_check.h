@@ -26,44 +26,54 @@ struct AttentionCheck {
   std::vector<float> lse;       ///< and its LSE, [heads, n_q]
 };
 
-/// Softmax(q k^T * scale) v for one head, in fp64 (`round` false) or as a naive fp16
-/// implementation would compute it (`round` true: scores, probabilities and output rounded
-/// to fp16). Fills `lse` with the natural-log row sums when given.
-inline std::vector<double> attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                                               int n_q, int n_kv, int d, double scale, bool round,
-                                               std::vector<double> *lse = nullptr) {
-  auto r16 = [&](double x) { return round ? double(from_half(to_half(float(x)))) : x; };
-  auto widen = [&](const uint16_t *h, int rows) {
+/// One head's softmax(q k^T * scale) v from 16-bit inputs (fp16, or bf16 when `bf16`):
+/// `exact` in fp64, `naive` as a same-dtype implementation gets it (probabilities and output
+/// rounded to the input type), and the natural-log `lse` per row (-inf for rows that see no
+/// key). `causal`: row i sees keys j <= i + n_kv - n_q (bottom-right aligned).
+struct AttentionReference {
+  std::vector<double> exact, naive, lse;
+};
+
+inline AttentionReference attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n_q,
+                                              int n_kv, int d, double scale, bool causal = false,
+                                              bool bf16 = false) {
+  auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
+  auto widen_all = [&](const uint16_t *h, int rows) {
     std::vector<double> values(size_t(rows) * d);
     for (size_t i = 0; i < values.size(); ++i)
-      values[i] = from_half(h[i]);
+      values[i] = widen(h[i]);
     return values;
   };
-  std::vector<double> qd = widen(q, n_q), kd = widen(k, n_kv), vd = widen(v, n_kv);
-  std::vector<double> out(size_t(n_q) * d, 0.0), scores(n_kv);
+  std::vector<double> qd = widen_all(q, n_q), kd = widen_all(k, n_kv), vd = widen_all(v, n_kv);
+  AttentionReference ref{std::vector<double>(size_t(n_q) * d, 0.0), std::vector<double>(size_t(n_q) * d, 0.0), {}};
+  std::vector<double> scores(n_kv);
   for (int i = 0; i < n_q; ++i) {
     double peak = -INFINITY;
     for (int j = 0; j < n_kv; ++j) {
       double s = 0;
       for (int c = 0; c < d; ++c)
         s += qd[i * d + c] * kd[j * d + c];
-      scores[j] = r16(s * scale);
+      scores[j] = !causal || j <= i + n_kv - n_q ? s * scale : -INFINITY;
       peak = std::max(peak, scores[j]);
     }
     double total = 0;
     for (int j = 0; j < n_kv; ++j)
-      total += std::exp(scores[j] - peak);
-    if (lse)
-      lse->push_back(n_kv ? peak + std::log(total) : -INFINITY);
-    for (int j = 0; j < n_kv; ++j) {
-      double p = r16(std::exp(scores[j] - peak) / total);
-      for (int c = 0; c < d; ++c)
-        out[i * d + c] += p * vd[j * d + c];
+      total += std::isinf(scores[j]) ? 0 : std::exp(scores[j] - peak);
+    ref.lse.push_back(total > 0 ? peak + std::log(total) : -INFINITY);
+    for (int j = 0; j < n_kv && total > 0; ++j) {
+      if (std::isinf(scores[j]))
+        continue;
+      double p = std::exp(scores[j] - peak) / total, p16 = round16(p);
+      for (int c = 0; c < d; ++c) {
+        ref.exact[i * d + c] += p * vd[j * d + c];
+        ref.naive[i * d + c] += p16 * vd[j * d + c];
+      }
     }
     for (int c = 0; c < d; ++c)
-      out[i * d + c] = r16(out[i * d + c]);
+      ref.naive[i * d + c] = round16(ref.naive[i * d + c]);
   }
-  return out;
+  return ref;
 }
 
 /// Check attention_forward<f16> on [heads, n_q | n_kv, d] inputs drawn from `seed`.
@@ -103,19 +113,17 @@ inline AttentionCheck check_attention(int heads, int n_q, int n_kv, int d, unsig
   bool finite = true;
   for (int h = 0; h < heads; ++h) {
     size_t qo = size_t(h) * n_q * d, kvo = size_t(h) * n_kv * d;
-    std::vector<double> want_lse;
-    auto want = attention_reference(&q[qo], &k[kvo], &v[kvo], n_q, n_kv, d, scale, false, &want_lse);
-    auto naive = attention_reference(&q[qo], &k[kvo], &v[kvo], n_q, n_kv, d, scale, true);
-    for (size_t i = 0; i < want.size(); ++i) {
+    AttentionReference want = attention_reference(&q[qo], &k[kvo], &v[kvo], n_q, n_kv, d, scale);
+    for (size_t i = 0; i < want.exact.size(); ++i) {
       double value = from_half(got[qo + i]);
       finite = finite && std::isfinite(value);
-      check.max_error = std::max(check.max_error, std::abs(value - want[i]));
-      check.naive_error = std::max(check.naive_error, std::abs(naive[i] - want[i]));
+      check.max_error = std::max(check.max_error, std::abs(value - want.exact[i]));
+      check.naive_error = std::max(check.naive_error, std::abs(want.naive[i] - want.exact[i]));
     }
     for (int i = 0; i < n_q; ++i) {
       float value = got_lse[size_t(h) * n_q + i];
       finite = finite && std::isfinite(value);
-      check.max_lse_error = std::max(check.max_lse_error, std::abs(value - want_lse[i]));
+      check.max_lse_error = std::max(check.max_lse_error, std::abs(value - want.lse[i]));
     }
   }
   check.passed = finite && check.max_error <= 2 * check.naive_error + 1e-3 && check.max_lse_error <= 1e-3;
