@@ -203,49 +203,27 @@ private:
     return t;
   }
 
-  double readFloat(Operation *op, int64_t address, Type type, int64_t element) {
+  /// The storedBytes(type) bytes at `address`, zero-extended (hosts are little-endian, as the GPU).
+  int64_t readBits(Operation *op, int64_t address, Type type, int64_t element) {
     check(op, address, type, element);
-    const void *p = reinterpret_cast<const void *>(address);
-    if (type.isF32())
-      return *static_cast<const float *>(p);
-    if (type.isF64())
-      return *static_cast<const double *>(p);
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return type.isF16() ? from_half(bits) : from_bf16(bits);
+    int64_t bits = 0;
+    std::memcpy(&bits, reinterpret_cast<const void *>(address), storedBytes(type));
+    return bits;
+  }
+
+  double readFloat(Operation *op, int64_t address, Type type, int64_t element) {
+    return floatFromBits(readBits(op, address, type, element), type);
   }
 
   int64_t readInt(Operation *op, int64_t address, Type type, int64_t element) {
-    check(op, address, type, element);
-    const void *p = reinterpret_cast<const void *>(address);
-    switch (storedBytes(type)) {
-    case 1: return type.isInteger(1) ? (*static_cast<const uint8_t *>(p) != 0) : *static_cast<const int8_t *>(p);
-    case 2: return *static_cast<const int16_t *>(p);
-    case 4: return *static_cast<const int32_t *>(p);
-    default: return *static_cast<const int64_t *>(p);
-    }
+    int64_t bits = readBits(op, address, type, element);
+    return type.isInteger(1) ? bits != 0 : wrapTo(bits, type); // an i1 byte is true when nonzero
   }
 
   void write(Operation *op, int64_t address, Type type, int64_t element, double f, int64_t i) {
     check(op, address, type, element);
-    void *p = reinterpret_cast<void *>(address);
-    if (isa<FloatType>(type)) {
-      if (type.isF32()) {
-        *static_cast<float *>(p) = static_cast<float>(f);
-      } else if (type.isF64()) {
-        *static_cast<double *>(p) = f;
-      } else {
-        uint16_t bits = type.isF16() ? to_half(static_cast<float>(f)) : to_bf16(static_cast<float>(f));
-        std::memcpy(p, &bits, 2);
-      }
-      return;
-    }
-    switch (storedBytes(type)) {
-    case 1: *static_cast<int8_t *>(p) = static_cast<int8_t>(i); break;
-    case 2: *static_cast<int16_t *>(p) = static_cast<int16_t>(i); break;
-    case 4: *static_cast<int32_t *>(p) = static_cast<int32_t>(i); break;
-    default: *static_cast<int64_t *>(p) = i;
-    }
+    int64_t bits = isa<FloatType>(type) ? floatBits(f, type) : i;
+    std::memcpy(reinterpret_cast<void *>(address), &bits, storedBytes(type));
   }
 
   void check(Operation *op, int64_t address, Type type, int64_t element) {
