@@ -51,13 +51,8 @@ int main(int argc, char **argv) {
          {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}, {7, 9, 11}},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
-    for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels()) {
-      std::string dtype = shipped.kernel.signature()[0].str(); // ptr<f16>
-      dtype = dtype.substr(4, dtype.size() - 5);
-      examples.push_back({shipped.kernel, shipped.config, {},
-                          "." + dtype + ".d" + std::to_string(shipped.config["HEAD_DIM"]) +
-                              (shipped.config.get("CAUSAL", 0) ? ".causal" : "")});
-    }
+    for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels())
+      examples.push_back({shipped.kernel, shipped.config, {}, "." + shipped.variant});
     for (const Example &example : examples) {
       Specialization aligned;
       aligned.divisible_by_16.assign(example.kernel.signature().size(), true);

@@ -101,7 +101,8 @@ std::vector<ShippedKernel> shipped_kernels() {
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {32, 64, 128, 256})
       for (bool causal : {false, true})
-        kernels.push_back({detail::attention_forward_kernel(dtype), configFor(padded, causal)});
+        kernels.push_back({detail::attention_forward_kernel(dtype), configFor(padded, causal),
+                           dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "")});
   return kernels;
 }
 

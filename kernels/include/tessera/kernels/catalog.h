@@ -5,6 +5,7 @@
 
 #include <tessera/dsl.h>
 
+#include <string>
 #include <vector>
 
 namespace tessera::kernels {
@@ -12,6 +13,7 @@ namespace tessera::kernels {
 struct ShippedKernel {
   dsl::Kernel kernel;
   dsl::Config config;
+  std::string variant; ///< tells apart one kernel's shipped configs, e.g. "f16.d128.causal"
 };
 
 std::vector<ShippedKernel> shipped_kernels();
