@@ -4,6 +4,7 @@
 #include "tessera/kernels/attention.h"
 
 #include "attention_check.h"
+#include "interpreter_util.h"
 
 #include "tessera/compiler/Interpreter.h"
 
@@ -21,6 +22,8 @@ using namespace tessera;
 using namespace tessera::kernels;
 using dsl::DType;
 using ::testing::HasSubstr;
+using tessera::testing::Interpreted;
+using tessera::testing::Registered;
 
 struct Case {
   int batch, n_q, n_kv, heads_q, heads_kv, d;
@@ -35,27 +38,22 @@ std::ostream &operator<<(std::ostream &os, const Case &c) {
 
 /// Host memory registered with the interpreter, with a [batch, n, heads, d] view in either layout.
 struct Buffer {
-  std::vector<uint16_t> data;
+  Registered<uint16_t> memory;
   TensorView view;
-  Buffer(DType dtype, int b, int n, int h, int d, bool bhsd) : data(size_t(b) * n * h * d, 0xffff) {
-    interpreter::register_allocation(data.data(), data.size() * 2);
-    view = {data.data(), dtype, {b, n, h, d}, {}, DeviceType::cpu};
+  Buffer(DType dtype, int b, int n, int h, int d, bool bhsd)
+      : memory(std::vector<uint16_t>(size_t(b) * n * h * d, 0xffff)) {
+    view = {memory.ptr(), dtype, {b, n, h, d}, {}, DeviceType::cpu};
     if (bhsd)
       view.strides = {int64_t(h) * n * d, d, int64_t(n) * d, 1};
     else
       view.strides = {int64_t(n) * h * d, int64_t(h) * d, d, 1};
   }
-  ~Buffer() { interpreter::unregister_allocation(data.data()); }
   uint16_t &at(int b, int n, int h, int c) {
-    return data[b * view.strides[0] + n * view.strides[1] + h * view.strides[2] + c];
+    return memory.data[b * view.strides[0] + n * view.strides[1] + h * view.strides[2] + c];
   }
 };
 
-class AttentionApi : public ::testing::TestWithParam<Case> {
-protected:
-  void SetUp() override { setenv("TESSERA_INTERPRET", "1", 1); }
-  void TearDown() override { unsetenv("TESSERA_INTERPRET"); }
-};
+using AttentionApi = Interpreted<::testing::TestWithParam<Case>>;
 
 TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   const Case c = GetParam();
@@ -67,13 +65,12 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   Buffer q(c.dtype, c.batch, c.n_q, c.heads_q, c.d, c.bhsd), k(c.dtype, c.batch, c.n_kv, c.heads_kv, c.d, c.bhsd),
       v(c.dtype, c.batch, c.n_kv, c.heads_kv, c.d, c.bhsd), o(c.dtype, c.batch, c.n_q, c.heads_q, c.d, c.bhsd);
   for (Buffer *b : {&q, &k, &v})
-    for (uint16_t &x : b->data)
+    for (uint16_t &x : b->memory.data)
       x = to16(normal(rng));
-  std::vector<float> lse(size_t(c.batch) * c.heads_q * c.n_q, NAN);
-  interpreter::register_allocation(lse.data(), lse.size() * 4);
-  TensorView lse_view{lse.data(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
+  Registered<float> lse_memory(std::vector<float>(size_t(c.batch) * c.heads_q * c.n_q, NAN));
+  const std::vector<float> &lse = lse_memory.data;
+  TensorView lse_view{lse_memory.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
   attention_forward(q.view, k.view, v.view, o.view, lse_view, {c.causal, std::nullopt});
-  interpreter::unregister_allocation(lse.data());
 
   // Each head gathered contiguous for the shared fp64 reference.
   auto head_of = [](Buffer &buffer, int b, int h, int n, int d) {
@@ -122,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 64, 64, 3, 3, 40, true, false, DType::f16}));  // odd d, causal square
 
 /// Valid views (host memory, f16) the error tests break one at a time.
-class AttentionApiErrors : public ::testing::Test {
+class AttentionApiErrors : public Interpreted<> {
 protected:
   std::vector<uint16_t> qkv = std::vector<uint16_t>(4 * 1024), out = std::vector<uint16_t>(1024);
   std::vector<float> lse_data = std::vector<float>(64);
@@ -131,8 +128,6 @@ protected:
   TensorView v{qkv.data() + 2048, DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
   TensorView o{out.data(), DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
   TensorView lse{lse_data.data(), DType::f32, {1, 2, 16}, {}, DeviceType::cpu};
-  void SetUp() override { setenv("TESSERA_INTERPRET", "1", 1); }
-  void TearDown() override { unsetenv("TESSERA_INTERPRET"); }
   void expectError(const std::string &needle) {
     try {
       attention_forward(q, k, v, o, lse);

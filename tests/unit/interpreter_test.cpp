@@ -3,6 +3,7 @@
 #include "tessera/compiler/Interpreter.h"
 
 #include "attention_check.h"
+#include "interpreter_util.h"
 #include "layernorm.h"
 #include "matmul.h"
 #include "softmax.h"
@@ -22,16 +23,8 @@ namespace {
 using namespace tessera;
 using namespace tessera::dsl;
 using ::testing::HasSubstr;
-
-/// Host memory the interpreter may touch for the lifetime of the object.
-template <typename T> struct Registered {
-  std::vector<T> data;
-  explicit Registered(std::vector<T> values) : data(std::move(values)) {
-    interpreter::register_allocation(data.data(), data.size() * sizeof(T));
-  }
-  ~Registered() { interpreter::unregister_allocation(data.data()); }
-  T *ptr() { return data.data(); }
-};
+using tessera::testing::Interpreted;
+using tessera::testing::Registered;
 
 std::vector<float> random(size_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -211,9 +204,9 @@ TEST(Interpreter, BlockPointersZeroFillAndClipAtTheEdges) {
     store(dst, block + 1.0f);
   });
   Registered<float> in(random(5 * 7, 12)), out(std::vector<float>(5 * 7 + 8, NAN));
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   run(k, {}, {2, 2}, {in.ptr(), out.ptr(), 5, 7});
-  std::string printed = testing::internal::GetCapturedStdout();
+  std::string printed = ::testing::internal::GetCapturedStdout();
   for (int i = 0; i < 35; ++i)
     ASSERT_FLOAT_EQ(out.data[i], in.data[i] + 1.0f) << i;
   for (int i = 35; i < 43; ++i)
@@ -223,11 +216,7 @@ TEST(Interpreter, BlockPointersZeroFillAndClipAtTheEdges) {
 }
 
 /// The launch API with TESSERA_INTERPRET=1: device buffers are host memory, launches run here.
-class InterpretedLaunch : public ::testing::Test {
-protected:
-  void SetUp() override { setenv("TESSERA_INTERPRET", "1", 1); }
-  void TearDown() override { unsetenv("TESSERA_INTERPRET"); }
-};
+using InterpretedLaunch = Interpreted<>;
 
 TEST_F(InterpretedLaunch, AttentionForwardOddShapesMeetTheBar) {
   struct Shape {
