@@ -33,8 +33,8 @@ template <typename T> dsl::Kernel attention_forward() {
     for_range(0, n_kv, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 0) < n_kv;
-      Tile k_tile = load(k_base + expand_dims(cols, 0) * d + expand_dims(dims, 1), col_ok, 0);
-      softmax.add(where(col_ok, dot(q_tile, k_tile) * qk_scale, -INFINITY), [&] {
+      Tile k_tile = load(k_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);
+      softmax.add(where(col_ok, dot(q_tile, trans(k_tile)) * qk_scale, -INFINITY), [&] {
         return load(v_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);
       });
     });

@@ -89,7 +89,7 @@ void checkDisjoint(const char *written, const TensorView &out, const char *other
 /// Block shape per padded head dim: the f32 accumulator and the K/V tiles must fit in
 /// registers (8 warps from head dim 128 on, which spills with 4) and shared memory.
 dsl::Config configFor(int64_t padded, bool causal) {
-  int64_t bm = padded <= 128 ? 64 : 32, bn = padded <= 64 ? 64 : 32;
+  int64_t bm = padded <= 128 ? 128 : 64, bn = padded <= 128 ? 64 : 32;
   return {{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
           {"num_warps", padded >= 128 ? 8 : 4}};
 }

@@ -41,12 +41,13 @@ template <typename T> Kernel forward() {
     for_range(0, kv_end, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 0) < n_kv;
-      Tile k_tile = load(k_base + expand_dims(cols, 0) * k_sn + expand_dims(dims, 1),
-                         col_ok && expand_dims(dims, 1) < head_dim, 0);
+      // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
+      Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0),
+                         expand_dims(cols, 1) < n_kv && dim_ok, 0);
       Tile visible = col_ok;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
-      softmax.add(where(visible, dot(q_tile, k_tile) * qk_scale, -INFINITY), [&] {
+      softmax.add(where(visible, dot(q_tile, trans(k_tile)) * qk_scale, -INFINITY), [&] {
         return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0),
                     expand_dims(cols, 1) < n_kv && dim_ok, 0);
       });

@@ -133,6 +133,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   runStage(*module, name, "layouts", [](mlir::OpPassManager &pm) {
     pm.addPass(createTileAssignLayouts());
     pm.addPass(createTileRemoveLayoutConversions());
+    pm.addPass(mlir::createLoopInvariantCodeMotionPass()); // e.g. Q's conversion to mma operands
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
     pm.addPass(createTileVectorizeMemory());

@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <cmath>
+#include <map>
 
 namespace tessera {
 #define GEN_PASS_DEF_TILEASSIGNLAYOUTS
@@ -19,9 +20,40 @@ namespace {
 
 bool isTile(Type type) { return isa<RankedTensorType>(type); }
 
+/// How costly a layout is to leave: tensor-core accumulators (and their row/column slices)
+/// can only be left through shared memory, blocked layouts are rebuilt from index math.
+int strength(Attribute layout) {
+  while (auto slice = dyn_cast_or_null<SliceEncodingAttr>(layout))
+    layout = slice.getParent();
+  return isa_and_present<MmaEncodingAttr>(layout) ? 1 : 0;
+}
+
+/// Whether `value` is computed (in its block, through any ops) from a dot's result.
+bool derivesFromDot(Value value, DenseSet<Value> &seen) {
+  Operation *def = value.getDefiningOp();
+  if (!def || !seen.insert(value).second)
+    return false;
+  if (isa<DotOp>(def))
+    return true;
+  return llvm::any_of(def->getOperands(), [&](Value operand) { return derivesFromDot(operand, seen); });
+}
+
+/// Layouts chosen for loop-carried tiles, by (loop number in program order, iter_arg).
+using LoopLayouts = std::map<std::pair<unsigned, unsigned>, Attribute>;
+
 class Assigner {
 public:
-  Assigner(func::FuncOp func) : builder(func.getContext()), numWarps(numWarpsOf(func)) {
+  /// `carried`: layouts to carry loop values in; `observed` (optional) collects the layouts
+  /// loop bodies yield that are stronger than the ones they are carried in.
+  Assigner(func::FuncOp func, const LoopLayouts &carried, LoopLayouts *observed)
+      : builder(func.getContext()), numWarps(numWarpsOf(func)), carried(carried), observed(observed) {
+    // Attention-like chains (a dot's result feeding another dot) keep every row of a tile in
+    // one warp, so that row statistics need no shared memory and the first dot's accumulator
+    // is already the second dot's operand, register for register.
+    func.walk([&](DotOp dot) {
+      DenseSet<Value> seen;
+      chainedDots |= derivesFromDot(dot.getA(), seen) || derivesFromDot(dot.getB(), seen);
+    });
     // Vectors of 16 bytes of the narrowest element the kernel moves through memory.
     int64_t narrowest = 4;
     func.walk([&](Operation *op) {
@@ -41,6 +73,11 @@ private:
   OpBuilder builder;
   int numWarps;
   int vector;
+  bool chainedDots = false;
+  const LoopLayouts &carried;
+  LoopLayouts *observed;
+  unsigned loopCount = 0;
+  DenseMap<Operation *, unsigned> loopNumbers;
 
   Attribute defaultLayout(Type type) {
     return defaultBlockedLayout(builder.getContext(), cast<RankedTensorType>(type).getShape(),
@@ -48,7 +85,8 @@ private:
   }
 
   /// The mma.sync layout for a dot of f16/bf16 into f32, with the warps split so that each
-  /// warp's part of the accumulator is as square as possible; null for other dots.
+  /// warp's part of the accumulator is as square as possible (all along the rows in dot
+  /// chains); null for other dots.
   Attribute tensorCoreLayout(Operation *op) {
     auto dot = dyn_cast<DotOp>(op);
     if (!dot)
@@ -57,6 +95,8 @@ private:
     if (!(in.isF16() || in.isBF16()) || !dot.getType().getElementType().isF32())
       return {};
     int64_t M = dot.getType().getDimSize(0), N = dot.getType().getDimSize(1);
+    if (chainedDots && M / numWarps >= 16)
+      return MmaEncodingAttr::get(op->getContext(), {static_cast<unsigned>(numWarps), 1});
     unsigned bestM = 0;
     double bestSkew = 1e30;
     for (unsigned wm = 1; wm <= static_cast<unsigned>(numWarps); wm *= 2) {
@@ -108,7 +148,10 @@ private:
       if (!isTile(operand.get().getType()))
         continue;
       if (auto loop = dyn_cast<scf::ForOp>(parent)) {
-        require(operand, encodingOf(loop.getRegionIterArgs()[i]));
+        Attribute inLoop = encodingOf(loop.getRegionIterArgs()[i]), yielded = encodingOf(operand.get());
+        if (observed && strength(yielded) > strength(inLoop))
+          (*observed)[{loopNumbers.at(loop), i}] = yielded;
+        require(operand, inLoop);
       } else if (auto branch = dyn_cast<scf::IfOp>(parent)) {
         // The then-branch decides the result layouts; the else-branch follows.
         Value result = branch.getResult(i);
@@ -122,10 +165,14 @@ private:
 
   void assignOp(Operation *op) {
     if (auto loop = dyn_cast<scf::ForOp>(op)) {
-      for (auto [arg, init, result] :
-           llvm::zip(loop.getRegionIterArgs(), loop.getInitArgs(), loop.getResults())) {
-        arg.setType(init.getType());
-        result.setType(init.getType());
+      unsigned number = loopNumbers[loop] = loopCount++;
+      for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
+        auto it = carried.find({number, i});
+        if (it != carried.end())
+          require(loop.getInitArgsMutable()[i], it->second);
+        Type type = loop.getInitArgs()[i].getType();
+        loop.getRegionIterArgs()[i].setType(type);
+        loop.getResult(i).setType(type);
       }
       assignBlock(*loop.getBody());
       return;
@@ -169,6 +216,8 @@ private:
         require(op->getOpOperand(0),
                 SliceEncodingAttr::get(op->getContext(), expand.getAxis(), layout));
       }
+    } else if (isa<BroadcastOp>(op) && isa_and_present<MmaEncodingAttr>(encodingOf(op->getOperand(0)))) {
+      setLayout(result, encodingOf(op->getOperand(0))); // its size-1 dims replicate in registers
     } else if (isa<BroadcastOp>(op)) {
       Attribute layout = defaultLayout(result.getType());
       setLayout(result, layout);
@@ -198,10 +247,11 @@ private:
       setLayout(result, layout);
       requireAll(op, layout);
     } else {
-      // Elementwise: the first tile operand decides.
+      // Elementwise: the operand whose layout is costliest to leave decides, then the first.
       Attribute layout;
       for (Value operand : op->getOperands())
-        if (isTile(operand.getType()) && !layout)
+        if (isTile(operand.getType()) && encodingOf(operand) &&
+            (!layout || strength(encodingOf(operand)) > strength(layout)))
           layout = encodingOf(operand); // null for tiles from outside a kernel
       if (!layout)
         layout = defaultLayout(result.getType());
@@ -215,8 +265,22 @@ private:
 struct TileAssignLayoutsPass : tessera::impl::TileAssignLayoutsBase<TileAssignLayoutsPass> {
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
-      if (!func.isExternal())
-        Assigner(func).assignBlock(func.getBody().front());
+      if (func.isExternal())
+        return;
+      // Loops carry a value in the layout its body yields it in when that one is costlier to
+      // leave (an accumulator in its mma layout): found by assigning copies until no loop
+      // asks for a new one.
+      LoopLayouts carried;
+      for (int round = 0; round < 4; ++round) {
+        auto trial = cast<func::FuncOp>(func->clone());
+        LoopLayouts observed = carried;
+        Assigner(trial, carried, &observed).assignBlock(trial.getBody().front());
+        trial->erase();
+        if (observed == carried)
+          break;
+        carried = std::move(observed);
+      }
+      Assigner(func, carried, nullptr).assignBlock(func.getBody().front());
     });
   }
 };

@@ -69,8 +69,18 @@ void copyAsync(OpBuilder &b, LoadOp load, Block *body, ArrayRef<Value> args, Val
   AsyncCopyOp::create(b, loc, ptr, mask, buffer, slot);
 }
 
-/// Loads of the loop body worth staging: tiles of 16-bit elements used only as dot operands,
-/// addressed by index math, with other = 0 (cp.async zero-fills masked lanes).
+bool isDotOperand(OpOperand &use) { return isa<DotOp>(use.getOwner()) && use.getOperandNumber() < 2; }
+
+/// A 2-D transpose whose every use is a dot operand: read from the ring transposed.
+bool isTransposedDotOperand(OpOperand &use) {
+  auto trans = dyn_cast<TransOp>(use.getOwner());
+  return trans && trans.getOrder().size() == 2 && trans.getOrder()[0] == 1 && !trans->use_empty() &&
+         llvm::all_of(trans->getUses(), isDotOperand);
+}
+
+/// Loads of the loop body worth staging: tiles of 16-bit elements used only as dot operands
+/// (directly or transposed), addressed by index math, with other = 0 (cp.async zero-fills
+/// masked lanes).
 SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
   Block *body = loop.getBody();
   SmallVector<LoadOp> loads;
@@ -80,7 +90,7 @@ SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
     if (!type || type.getRank() != 2 || type.getElementType().getIntOrFloatBitWidth() != 16)
       continue;
     bool feedsDot = !load->use_empty() && llvm::all_of(load->getUses(), [](OpOperand &use) {
-      return isa<DotOp>(use.getOwner()) && use.getOperandNumber() < 2;
+      return isDotOperand(use) || isTransposedDotOperand(use);
     });
     bool zeroOther = !load.getOther() || matchPattern(load.getOther(), m_AnyZeroFloat()) ||
                      matchPattern(load.getOther(), m_Zero());
@@ -89,6 +99,20 @@ SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
       loads.push_back(load);
   }
   return loads;
+}
+
+/// Replaces `load`'s uses with reads of `buffer[slot]`: transposes become transposed reads.
+void readFromRing(OpBuilder &b, LoadOp load, Value buffer, Value slot) {
+  Location loc = load.getLoc();
+  for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
+    if (auto trans = dyn_cast<TransOp>(use.getOwner())) {
+      auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true);
+      trans.getResult().replaceAllUsesWith(read.getResult());
+      trans.erase();
+    } else {
+      use.set(SharedLoadOp::create(b, loc, load.getType(), buffer, slot, /*transposed=*/false));
+    }
+  }
 }
 
 void pipeline(scf::ForOp loop, int64_t stages) {
@@ -125,7 +149,7 @@ void pipeline(scf::ForOp loop, int64_t stages) {
                                         constant(at, stages));
   AsyncWaitOp::create(at, loc, at.getI32IntegerAttr(stages - 2));
   for (auto [load, buffer] : llvm::zip(loads, buffers))
-    load.getResult().replaceAllUsesWith(SharedLoadOp::create(at, loc, load.getType(), buffer, slot).getResult());
+    readFromRing(at, load, buffer, slot);
   SmallVector<Value> ahead(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
     ahead = nextIteration(at, loop, body, ahead);

@@ -148,7 +148,7 @@ struct SharedLoadInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
       return failure();
     rewriter.setInsertionPoint(load);
     rewriter.replaceOp(op, SharedLoadOp::create(rewriter, load.getLoc(), op.getType(), load.getBuffer(),
-                                                load.getSlot()));
+                                                load.getSlot(), load.getTransposed()));
     return success();
   }
 };

@@ -82,17 +82,43 @@ func.func @show(%n: i32) attributes {tile.kernel, tile.num_warps = 1 : i32, tile
 #mma = #tile.mma<warpsPerCTA = [1, 1]>
 #b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [8, 4], warpsPerCTA = [1, 1], order = [1, 0]>
 
-// Operand fragments come from swizzled shared memory through ldmatrix (x4 for A, x2.trans
-// for B); a 16x16x16 dot is two mma.sync m16n8k16.
+// Operand fragments come from swizzled shared memory through ldmatrix (x4 for A, x4.trans
+// for both 8-column tiles of B); a 16x16x16 dot is two mma.sync m16n8k16.
 // CHECK-LABEL: llvm.func @mma_tile
 // CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // CHECK-COUNT-2: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 func.func @mma_tile(%a: tensor<16x16xbf16, #b>, %b: tensor<16x16xbf16, #b>, %acc: tensor<16x16xf32, #mma>, %out: !tile.ptr<f32>)
     attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 512 : i64} {
   %x = tile.convert_layout %a {tile.smem_offset = 0 : i64} : tensor<16x16xbf16, #b> -> tensor<16x16xbf16, #tile.dot_op<opIdx = 0, parent = #mma>>
   %y = tile.convert_layout %b {tile.smem_offset = 0 : i64} : tensor<16x16xbf16, #b> -> tensor<16x16xbf16, #tile.dot_op<opIdx = 1, parent = #mma>>
   %d = tile.dot %x, %y, %acc : tensor<16x16xbf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<16x16xbf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<16x16xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<16x16x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<16x16x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [1, 1]>
+
+// Ring stages feeding a dot are read by the dot one 16-wide step of k at a time, each step's
+// ldmatrix just before its mma.sync; a stage stored transposed is read without .trans for B.
+// CHECK-LABEL: llvm.func @mma_from_rings
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-COUNT-2: mma.sync.aligned.m16n8k16
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-COUNT-2: mma.sync.aligned.m16n8k16
+// CHECK-NOT: ldmatrix
+func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 4096 : i64} {
+  %qa = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<16x32xf16>>
+  %ka = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<16x32xf16>>
+  %x = tile.shared_load %qa[%slot] : !tile.shared<2 x tensor<16x32xf16>> -> tensor<16x32xf16, #tile.dot_op<opIdx = 0, parent = #mma>>
+  %y = tile.shared_load %ka[%slot] {transposed} : !tile.shared<2 x tensor<16x32xf16>> -> tensor<32x16xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %x, %y, %acc : tensor<16x32xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<32x16xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<16x16xf32, #mma>
   %os = tile.splat %out : !tile.ptr<f32> -> tensor<16x16x!tile.ptr<f32>, #mma>
   tile.store %os, %d : tensor<16x16x!tile.ptr<f32>, #mma>
   return

@@ -82,3 +82,43 @@ func.func @tensor_core_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {
   tile.store %cs, %d : tensor<64x64x!tile.ptr<f32>>
   return
 }
+
+// -----
+
+// An attention-like chain: the first dot's accumulator feeds the second dot, so every warp
+// owns whole rows ([4, 1]); the row max stays in the slice of the mma layout; the running
+// accumulator and max are carried through the loop in the layouts the body yields them in
+// (mma and its slice), so the only conversion left in the loop is P to the second dot's
+// A fragment, which moves no data.
+// CHECK-LABEL: func.func @chained_dots
+// CHECK: scf.for {{.*}} -> (tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>, tensor<64xf32, #tile.slice<dim = 1, parent = #tile.mma<warpsPerCTA = [4, 1]>>>)
+// CHECK: %[[S:.*]] = tile.dot {{.*}} -> tensor<64x32xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK: tile.reduce max %[[S]] {{.*}} -> tensor<64xf32, #tile.slice<dim = 1, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+// CHECK: tile.broadcast {{.*}} : tensor<64x1xf32, #tile.mma<warpsPerCTA = [4, 1]>> -> tensor<64x32xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK: tile.convert_layout {{.*}} : tensor<64x32xf16, #tile.mma<warpsPerCTA = [4, 1]>> -> tensor<64x32xf16, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+// CHECK: tile.dot {{.*}} -> tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK-NOT: tile.convert_layout
+// CHECK: scf.yield
+func.func @chained_dots(%q: tensor<64x64xf16>, %k: tensor<64x32xf16>, %v: tensor<32x64xf16>, %n: i32, %o: !tile.ptr<f32>)
+    attributes {tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %zero_s = arith.constant dense<0.0> : tensor<64x32xf32>
+  %ninf = arith.constant dense<0xFF800000> : tensor<64xf32>
+  %out:2 = scf.for %i = %c0 to %n step %c32 iter_args(%acc = %zero, %m = %ninf) -> (tensor<64x64xf32>, tensor<64xf32>) : i32 {
+    %s = tile.dot %q, %k, %zero_s : tensor<64x64xf16> * tensor<64x32xf16> -> tensor<64x32xf32>
+    %rowmax = tile.reduce max %s {axis = 1 : i32} : tensor<64x32xf32> -> tensor<64xf32>
+    %m2 = arith.maximumf %m, %rowmax : tensor<64xf32>
+    %e = tile.expand_dims %m2 {axis = 1 : i32} : tensor<64xf32> -> tensor<64x1xf32>
+    %eb = tile.broadcast %e : tensor<64x1xf32> -> tensor<64x32xf32>
+    %d = arith.subf %s, %eb : tensor<64x32xf32>
+    %p = math.exp2 %d : tensor<64x32xf32>
+    %p16 = arith.truncf %p : tensor<64x32xf32> to tensor<64x32xf16>
+    %acc2 = tile.dot %p16, %v, %acc : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>
+    scf.yield %acc2, %m2 : tensor<64x64xf32>, tensor<64xf32>
+  }
+  %os = tile.splat %o : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+  tile.store %os, %out#0 : tensor<64x64x!tile.ptr<f32>>
+  return
+}

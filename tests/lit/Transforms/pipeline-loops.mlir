@@ -62,3 +62,29 @@ func.func @not_pipelined(%a: !tile.ptr<f32>, %k: i32) -> tensor<64xf32> attribut
   }
   return %out : tensor<64xf32>
 }
+
+// -----
+
+// A tile loaded as stored and transposed for the dot (K in Q K^T) is staged as stored and
+// read from its ring transposed.
+// CHECK-LABEL: func.func @transposed_operand
+// CHECK: %[[K:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xf16>>
+// CHECK: scf.for
+// CHECK: %[[KT:.*]] = tile.shared_load %[[K]][%{{.*}}] {transposed} : !tile.shared<3 x tensor<32x64xf16>> -> tensor<64x32xf16>
+// CHECK-NOT: tile.trans
+// CHECK: tile.dot %{{.*}}, %[[KT]]
+func.func @transposed_operand(%q: tensor<64x64xf16>, %k: !tile.ptr<f16>, %n: i32) -> tensor<64x32xf32> attributes {tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x32xf32>
+  %ks = tile.splat %k : !tile.ptr<f16> -> tensor<32x64x!tile.ptr<f16>>
+  %out = scf.for %i = %c0 to %n step %c32 iter_args(%acc = %zero) -> (tensor<64x32xf32>) : i32 {
+    %off = tile.splat %i : i32 -> tensor<32x64xi32>
+    %ptrs = tile.addptr %ks, %off : tensor<32x64x!tile.ptr<f16>>, tensor<32x64xi32>
+    %kt = tile.load %ptrs : tensor<32x64x!tile.ptr<f16>>
+    %t = tile.trans %kt {order = array<i32: 1, 0>} : tensor<32x64xf16> -> tensor<64x32xf16>
+    %d = tile.dot %q, %t, %acc : tensor<64x64xf16> * tensor<64x32xf16> -> tensor<64x32xf32>
+    scf.yield %d : tensor<64x32xf32>
+  }
+  return %out : tensor<64x32xf32>
+}

@@ -100,6 +100,14 @@ struct ElementwiseLowering : ConversionPattern {
   }
 };
 
+/// 2-D bases with their coordinates swapped (a layout of the transposed tile).
+layout::Bases swapped(const layout::Bases &bases) {
+  layout::Bases out;
+  for (const layout::Coord &basis : bases)
+    out.push_back({basis[1], basis[0]});
+  return out;
+}
+
 /// Registers of a layout by their coordinates in lane 0 of warp 0.
 std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
   std::map<layout::Coord, int64_t> index;
@@ -109,65 +117,74 @@ std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layou
 }
 
 /// Tensor-core operand fragments of 16-bit elements straight from (swizzled) shared memory:
-/// ldmatrix.x4 per 16x16 tile of A, ldmatrix.x2.trans per 16x8 tile of B. Each lane points at
-/// one 16-byte row of one 8x8 matrix; the instruction hands every lane its fragment.
-Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType srcType,
-                      DotOperandEncodingAttr dot, Type element) {
-  auto dstLayout = toLinearLayout(dot, srcType.getShape());
+/// ldmatrix.x4 per 16x16 tile of A and per 16x16 of B (x2 when a warp has one 8-column B
+/// tile). Each lane points at one 16-byte row of one 8x8 matrix; the instruction hands every
+/// lane its fragment. A stage stored transposed (`storage` is the tile transposed) is read
+/// with the opposite .trans, which hands each lane the same elements. With `kStep`, only the
+/// fragments of that 16-wide step of k are read (the other registers stay null).
+Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType storage,
+                      DotOperandEncodingAttr dot, Type element, bool transposed,
+                      std::optional<int64_t> kStep = std::nullopt) {
+  int64_t rows = storage.getDimSize(transposed ? 1 : 0), cols = storage.getDimSize(transposed ? 0 : 1);
+  auto dstLayout = toLinearLayout(dot, {rows, cols});
   auto mma = cast<MmaEncodingAttr>(dot.getParent());
-  int64_t rows = srcType.getDimSize(0), cols = srcType.getDimSize(1);
   int64_t wm = mma.getWarpsPerCTA()[0], wn = mma.getWarpsPerCTA()[1];
   bool isA = dot.getOpIdx() == 0;
   auto index = registerIndex(dstLayout);
   Values warp = warpOffset(b, loc, dstLayout);
+  auto add = [&](Value x, Value y) { return LLVM::AddOp::create(b, loc, x, y).getResult(); };
+  auto addConst = [&](Value x, int64_t c) { return add(x, i32Constant(b, loc, c)); };
+  auto times8 = [&](Value x) { return LLVM::ShlOp::create(b, loc, x, i32Constant(b, loc, 3)).getResult(); };
   Value lane = threadId(b, loc).lane;
   Value laneRow = LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7));
-  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3));
+  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3)); // the matrix this lane points into
   Value matrixLow = LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1));
   Value matrixHigh = LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1));
-  Value eight = i32Constant(b, loc, 8);
   Type i32 = b.getI32Type();
   Values out(dstLayout.numRegisters());
-  auto unpackPair = [&](Value word, int64_t first, int64_t second) {
-    Value v = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, element), word);
-    out[first] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 0));
-    out[second] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 1));
+
+  // `count` matrices; this lane's matrix starts at (row, col) of the operand. Word q holds
+  // the pair of matrix q at `first(q)` and the element after it along the pair's axis.
+  auto ldmatrix = [&](int count, Value row, Value col, bool trans, auto first) {
+    Value srow = transposed ? add(col, laneRow) : add(row, laneRow), scol = transposed ? row : col;
+    Value idx = sharedIndex(b, loc, {srow, scol}, storage.getShape(), 2, /*swizzle=*/true);
+    Value address = LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx});
+    std::string operands;
+    for (int q = 0; q < count; ++q)
+      operands += (q ? ", $" : "$") + std::to_string(q);
+    std::string constraints;
+    for (int q = 0; q < count; ++q)
+      constraints += "=r,";
+    auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(count, i32));
+    Value words = ptx(b, loc, result,
+                      "ldmatrix.sync.aligned.m8n8.x" + std::to_string(count) + (trans != transposed ? ".trans" : "") +
+                          ".shared.b16 {" + operands + "}, [$" + std::to_string(count) + "];",
+                      constraints + "l", {address}, true);
+    for (int q = 0; q < count; ++q) {
+      layout::Coord at = first(q);
+      layout::Coord next = isA ? layout::Coord{at[0], at[1] + 1} : layout::Coord{at[0] + 1, at[1]};
+      Value v = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, element), LLVM::ExtractValueOp::create(b, loc, words, q));
+      out[index.at(at)] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 0));
+      out[index.at(next)] = LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, 1));
+    }
   };
-  auto address = [&](Value row, Value col) {
-    Value idx = sharedIndex(b, loc, {row, col}, srcType.getShape(), 2, /*swizzle=*/true);
-    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx}).getResult();
-  };
-  auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
   if (isA) {
-    // Matrix q of tile (i, kk): rows +8*(q%2), k +8*(q/2); it holds a-elements 2q, 2q+1.
-    auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(4, i32));
+    // Tile (i, kk), matrix q: rows +8*(q%2), k +8*(q/2).
     for (int64_t i = 0; i < rows / wm / 16; ++i)
-      for (int64_t kk = 0; kk < cols / 16; ++kk) {
-        Value row = add(LLVM::AddOp::create(b, loc, warp[0], LLVM::AddOp::create(b, loc, laneRow,
-                                                                                 LLVM::MulOp::create(b, loc, matrixLow, eight))), i * 16);
-        Value col = add(LLVM::MulOp::create(b, loc, matrixHigh, eight), kk * 16);
-        Value words = ptx(b, loc, result, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
-                          "=r,=r,=r,=r,l", {address(row, col)}, true);
-        for (int q = 0; q < 4; ++q) {
-          layout::Coord first{i * 16 + 8 * (q % 2), kk * 16 + 8 * (q / 2)};
-          layout::Coord second{first[0], first[1] + 1};
-          unpackPair(LLVM::ExtractValueOp::create(b, loc, words, q), index.at(first), index.at(second));
-        }
-      }
+      for (int64_t kk = 0; kk < cols / 16; ++kk)
+        if (!kStep || kk == *kStep)
+            ldmatrix(4, addConst(add(warp[0], times8(matrixLow)), i * 16), addConst(times8(matrixHigh), kk * 16), false,
+                   [&](int q) { return layout::Coord{i * 16 + 8 * (q % 2), kk * 16 + 8 * (q / 2)}; });
   } else {
-    // Matrix q of tile (kk, j): k rows +8q (transposed on load); it holds b-elements 2q, 2q+1.
-    auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(2, i32));
+    // Tiles (kk, j) and (kk, j+1), matrix q: k +8*(q%2), columns +8*(q/2).
+    int64_t tiles = cols / wn / 8, perLoad = tiles >= 2 ? 2 : 1;
     for (int64_t kk = 0; kk < rows / 16; ++kk)
-      for (int64_t j = 0; j < cols / wn / 8; ++j) {
-        Value row = add(LLVM::AddOp::create(b, loc, laneRow, LLVM::MulOp::create(b, loc, matrixLow, eight)), kk * 16);
-        Value col = add(warp[1], j * 8);
-        Value words = ptx(b, loc, result, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {$0, $1}, [$2];",
-                          "=r,=r,l", {address(row, col)}, true);
-        for (int q = 0; q < 2; ++q) {
-          layout::Coord first{kk * 16 + 8 * q, j * 8};
-          layout::Coord second{first[0] + 1, first[1]};
-          unpackPair(LLVM::ExtractValueOp::create(b, loc, words, q), index.at(first), index.at(second));
-        }
+      for (int64_t j = 0; j < tiles && (!kStep || kk == *kStep); j += perLoad) {
+        Value col = addConst(warp[1], j * 8);
+        if (perLoad == 2)
+          col = add(col, times8(matrixHigh));
+        ldmatrix(2 * perLoad, addConst(times8(matrixLow), kk * 16), col, true,
+                 [&](int q) { return layout::Coord{kk * 16 + 8 * (q % 2), (j + q / 2) * 8}; });
       }
   }
   return out;
@@ -197,7 +214,7 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
       auto dot = dyn_cast_or_null<DotOperandEncodingAttr>(cast<RankedTensorType>(op.getType()).getEncoding());
       if (dot && isa<ConvertLayoutOp>(op) && element.getIntOrFloatBitWidth() == 16 &&
           srcType.getDimSize(1) * 2 >= 32)
-        out = loadDotOperand(rewriter, loc, base, srcType, dot, element);
+        out = loadDotOperand(rewriter, loc, base, srcType, dot, element, /*transposed=*/false);
       else
         out = loadTileFromShared(rewriter, loc, base, resultInSource(op), element, /*swizzle=*/true);
       barrier(rewriter, loc);
@@ -207,20 +224,42 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
   }
 };
 
-/// A stage of a shared ring into registers: ldmatrix for 16-bit tensor-core fragments.
+/// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
+/// of k just before that step's mma.sync: a warp then holds one step of an operand in
+/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
+bool readByDotSteps(SharedLoadOp load) {
+  auto type = load.getType();
+  auto storage = load.getBuffer().getType().getTileType();
+  return isa_and_present<DotOperandEncodingAttr>(type.getEncoding()) &&
+         type.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32 &&
+         llvm::all_of(load->getUses(), [](OpOperand &use) {
+           auto dot = dyn_cast<DotOp>(use.getOwner());
+           return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
+         });
+}
+
+/// A stage of a shared ring into registers (transposed if asked): ldmatrix for 16-bit
+/// tensor-core fragments; nothing when the dots read it step by step.
 struct SharedLoadLowering : ConvertOpToLLVMPattern<SharedLoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(SharedLoadOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    if (readByDotSteps(op)) {
+      rewriter.replaceOpWithNewOp<LLVM::PoisonOp>(op, getTypeConverter()->convertType(op.getType()));
+      return success();
+    }
     auto type = op.getType();
-    auto bufferType = op.getBuffer().getType();
-    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), bufferType);
+    auto storage = op.getBuffer().getType().getTileType();
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
     Type element = registerType(getTypeConverter(), type);
     auto dot = dyn_cast<DotOperandEncodingAttr>(type.getEncoding());
-    Values out = dot && element.getIntOrFloatBitWidth() == 16 && type.getDimSize(1) * 2 >= 32
-                     ? loadDotOperand(rewriter, loc, stage, bufferType.getTileType(), dot, element)
-                     : loadTileFromShared(rewriter, loc, stage, toLinearLayout(type.getEncoding(), type.getShape()),
-                                          element, /*swizzle=*/true);
+    layout::LinearLayout view = toLinearLayout(type.getEncoding(), type.getShape());
+    if (op.getTransposed()) // the same registers, over the stored tile's coordinates
+      view = layout::LinearLayout(layout::Coord(storage.getShape().begin(), storage.getShape().end()),
+                                  swapped(view.registers()), swapped(view.lanes()), swapped(view.warps()));
+    Values out = dot && element.getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32
+                     ? loadDotOperand(rewriter, loc, stage, storage, dot, element, op.getTransposed())
+                     : loadTileFromShared(rewriter, loc, stage, view, element, /*swizzle=*/true);
     rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), out));
     return success();
   }
@@ -438,9 +477,32 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   auto aIndex = registerIndex(toLinearLayout(aType.getEncoding(), aType.getShape()));
   auto bIndex = registerIndex(toLinearLayout(bType.getEncoding(), bType.getShape()));
   auto cIndex = registerIndex(toLinearLayout(accType.getEncoding(), accType.getShape()));
-  Values a = unpack(rewriter, loc, adaptor.getA()), b = unpack(rewriter, loc, adaptor.getB());
   Values c = unpack(rewriter, loc, adaptor.getAcc());
-  Type half = a.front().getType(), i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
+  // An operand comes in registers, or is read from its ring stage one k-step at a time.
+  auto operand = [&](Value original, Value converted, Values &regs) -> std::function<void(int64_t)> {
+    auto load = original.getDefiningOp<SharedLoadOp>();
+    if (!load || !readByDotSteps(load)) {
+      regs = unpack(rewriter, loc, converted);
+      return [](int64_t) {};
+    }
+    auto bufferType = load.getBuffer().getType();
+    Value stage = sharedStage(rewriter, loc, rewriter.getRemappedValue(load.getBuffer()),
+                              rewriter.getRemappedValue(load.getSlot()), bufferType);
+    regs.assign(toLinearLayout(load.getType().getEncoding(), load.getType().getShape()).numRegisters(), Value());
+    auto encoding = cast<DotOperandEncodingAttr>(load.getType().getEncoding());
+    Type element = registerType(converter, load.getType());
+    bool transposed = load.getTransposed();
+    return [&rewriter, &regs, loc, stage, bufferType, encoding, element, transposed](int64_t kk) {
+      Values step = loadDotOperand(rewriter, loc, stage, bufferType.getTileType(), encoding, element, transposed, kk);
+      for (size_t r = 0; r < step.size(); ++r)
+        if (step[r])
+          regs[r] = step[r];
+    };
+  };
+  Values a, b;
+  auto readA = operand(op.getA(), adaptor.getA(), a), readB = operand(op.getB(), adaptor.getB(), b);
+  Type half = registerType(converter, aType);
+  Type i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
   std::string type = half.isBF16() ? "bf16" : "f16";
   std::string code = "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
                      ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};";
@@ -454,7 +516,9 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   };
   // k outermost: consecutive mma.sync write different accumulators, so none waits on the one
   // before it (a chain over k per tile would stall on the tensor pipe's latency).
-  for (int64_t kk = 0; kk < K / 16; ++kk)
+  for (int64_t kk = 0; kk < K / 16; ++kk) {
+    readA(kk);
+    readB(kk);
     for (int64_t i = 0; i < M / wm / 16; ++i)
       for (int64_t j = 0; j < N / wn / 8; ++j) {
         int64_t cRegs[4];
@@ -477,6 +541,7 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
         for (int e = 0; e < 4; ++e)
           c[cRegs[e]] = LLVM::ExtractValueOp::create(rewriter, loc, d, e);
       }
+  }
   rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
   return success();
 }

@@ -5,6 +5,8 @@
 // with PTX's fast exp2 and libdevice for the other transcendental functions.
 #include "Utility.h"
 
+#include <algorithm>
+
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -69,6 +71,9 @@ void prepareKernels(ModuleOp module) {
     func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
     func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                   b.getDenseI32ArrayAttr({numWarpsOf(func) * 32, 1, 1}));
+    // Every register one program may have; without it ptxas may pick far fewer and spill.
+    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+                  b.getI32IntegerAttr(std::min(255, 65536 / (numWarpsOf(func) * 32) / 8 * 8)));
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName))
       needsShared |= bytes.getInt() > 0;
   });

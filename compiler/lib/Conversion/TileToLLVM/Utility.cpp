@@ -160,10 +160,6 @@ Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout
   return offset;
 }
 
-namespace {
-
-} // namespace
-
 /// Element index of `coord` in a tile of `shape` stored row-major, 16-byte chunks swizzled.
 Value sharedIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<int64_t> shape,
                   int64_t bytes, bool swizzle) {

@@ -692,6 +692,11 @@ LogicalResult AsyncCopyOp::verify() {
 
 LogicalResult SharedLoadOp::verify() {
   auto tile = getBuffer().getType().getTileType();
+  if (getTransposed()) {
+    if (tile.getRank() != 2)
+      return emitOpError() << "transposes only 2-D stages, not " << d(tile);
+    tile = RankedTensorType::get({tile.getDimSize(1), tile.getDimSize(0)}, tile.getElementType());
+  }
   if (!sameIgnoringLayout(getType(), tile))
     return emitOpError() << "reads " << d(getType()) << " from stages of " << d(tile);
   return success();

@@ -30,7 +30,7 @@ struct OnlineSoftmax {
     Tile alpha = exp2(row_max - shift);
     row_sum = row_sum * alpha + sum(p, 1);
     Tile v = load_v();
-    acc = acc * expand_dims(alpha, 1) + dot(p.to(v.dtype()), v);
+    acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
     row_max = new_max;
   }
 

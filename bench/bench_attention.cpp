@@ -1,0 +1,51 @@
+// Attention forward on the GPU (fp16 and bf16, BHSD like PyTorch SDPA) in TFLOP/s, at
+// batch*N = 16k tokens and heads = 2048/D; SDPA and FlexAttention are measured by
+// peers_attention.py in the same run. JSON lines go to the file given as argv[1].
+#include "bench_util.h"
+#include "tessera/kernels/attention.h"
+#include "tessera/jit/Runtime.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+using namespace tessera;
+
+int main(int argc, char **argv) {
+  std::string why;
+  if (!jit::gpu_available(&why)) {
+    std::cerr << "bench_attention: no GPU: " << why << "\n";
+    return 1;
+  }
+  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  std::string gpu = jit::current_device().name;
+  std::printf("%-5s %4s %4s %6s %4s %-7s %10s %10s\n", "dtype", "B", "H", "N", "D", "causal", "ms", "TFLOP/s");
+  for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
+    for (int64_t D : {64, 128})
+      for (int64_t N : {1024, 4096, 8192, 16384}) {
+        const int64_t B = 16384 / N, H = 2048 / D, numel = B * H * N * D;
+        jit::DeviceBuffer q(numel * 2), k(numel * 2), v(numel * 2), o(numel * 2), lse(B * H * N * 4);
+        q.fill_bytes(0x2E); // small positive values: finite scores, no overflow
+        k.fill_bytes(0x2E);
+        v.fill_bytes(0x3C);
+        auto view = [&](jit::DeviceBuffer &buffer) {
+          return kernels::TensorView{buffer.data(), dtype, {B, N, H, D}, {H * N * D, D, N * D, 1}, kernels::DeviceType::cuda};
+        };
+        kernels::TensorView lseView{lse.data(), dsl::DType::f32, {B, H, N}, {}};
+        for (bool causal : {false, true}) {
+          kernels::AttentionOptions options;
+          options.causal = causal;
+          double ms = bench::median_ms(
+              [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); }, 10, 50);
+          double tflops = 4.0 * B * H * N * N * D * (causal ? 0.5 : 1.0) / (ms * 1e9);
+          std::printf("%-5s %4lld %4lld %6lld %4lld %-7s %10.3f %10.1f\n", dsl::to_string(dtype).c_str(),
+                      (long long)B, (long long)H, (long long)N, (long long)D, causal ? "yes" : "no", ms, tflops);
+          json << "{\"kind\": \"attn\", \"provider\": \"tessera\", \"dtype\": \"" << dsl::to_string(dtype)
+               << "\", \"B\": " << B << ", \"H\": " << H << ", \"N\": " << N << ", \"D\": " << D
+               << ", \"causal\": " << (causal ? "true" : "false") << ", \"mode\": \"fwd\", \"ms\": " << ms
+               << ", \"tflops\": " << tflops << ", \"gpu\": \"" << gpu << "\"}\n";
+        }
+      }
+  return 0;
+}
