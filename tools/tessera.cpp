@@ -4,23 +4,35 @@
 //   tessera tune matmul M N K [bf16|fp16]   tune the matmul for these sizes on this GPU
 //   tessera tune --export FILE              write this GPU model's tuning results to FILE
 //   tessera tune --import FILE              merge FILE's results for this GPU model
+//   tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV]
+//                                           run flash attention forward on random inputs, check
+//                                           it against the NVRTC fp64 reference, time it
 #include "tessera/compiler/Compiler.h"
+#include "tessera/dsl/fp16.h"
 #include "tessera/error.h"
 #include "tessera/jit/Autotune.h"
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/Runtime.h"
+#include "tessera/kernels/attention.h"
+#include "tessera/kernels/reference.h"
 
 #include "matmul.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: tessera info\n       tessera cache clear\n"
                        "       tessera tune matmul M N K [bf16|fp16]\n"
-                       "       tessera tune --export FILE | --import FILE\n");
+                       "       tessera tune --export FILE | --import FILE\n"
+                       "       tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV]\n");
   return 2;
 }
 
@@ -57,6 +69,87 @@ int tuneMatmul(int64_t M, int64_t N, int64_t K, bool bf16) {
               fallback.failure.empty() ? (std::to_string(fallback.ms) + " ms").c_str() : fallback.failure.c_str(),
               tuning->trials.size(), tuning->seconds);
   return 0;
+}
+
+/// Random inputs, one checked run, then the median time of timed runs (CUDA events).
+int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf16) {
+  using namespace tessera;
+  auto flag = [&](const char *name, int64_t fallback) {
+    auto it = flags.find(name);
+    return it == flags.end() ? fallback : it->second;
+  };
+  const int64_t B = flag("b", 4), H = flag("h", 16), N = flag("n", 4096), D = flag("d", 128);
+  const int64_t Hkv = flag("hkv", H), Nkv = flag("nkv", N);
+  const dsl::DType dtype = bf16 ? dsl::DType::bf16 : dsl::DType::f16;
+  auto make = [&](int64_t n, int64_t heads, uint32_t seed, std::vector<float> &values) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal;
+    values.resize(B * n * heads * D);
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      bits[i] = bf16 ? to_bf16(normal(gen)) : to_half(normal(gen));
+      values[i] = bf16 ? from_bf16(bits[i]) : from_half(bits[i]);
+    }
+    jit::DeviceBuffer buffer(std::max<size_t>(2, bits.size() * 2));
+    buffer.copy_from_host(bits.data(), bits.size() * 2);
+    return buffer;
+  };
+  std::vector<float> qf, kf, vf;
+  jit::DeviceBuffer q = make(N, H, 1, qf), k = make(Nkv, Hkv, 2, kf), v = make(Nkv, Hkv, 3, vf);
+  jit::DeviceBuffer o(std::max<size_t>(2, qf.size() * 2)), lse(std::max<int64_t>(4, B * H * N * 4));
+  o.fill_bytes(0xFF);
+  auto view = [&](jit::DeviceBuffer &buffer, int64_t n, int64_t heads) {
+    return kernels::TensorView{buffer.data(), dtype, {B, n, heads, D}, {}, kernels::DeviceType::cuda};
+  };
+  kernels::TensorView lseView{lse.data(), dsl::DType::f32, {B, H, N}, {}, kernels::DeviceType::cuda};
+  kernels::AttentionOptions options;
+  options.causal = causal;
+  auto run = [&] { kernels::attention_forward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView, options); };
+  run();
+  jit::synchronize();
+
+  // The check: fp64 reference and a naive same-dtype attention on the same inputs.
+  std::vector<uint16_t> bits(qf.size());
+  o.copy_to_host(bits.data(), bits.size() * 2);
+  std::vector<float> got(bits.size());
+  std::transform(bits.begin(), bits.end(), got.begin(), bf16 ? from_bf16 : from_half);
+  auto upload = [](const std::vector<float> &host) {
+    jit::DeviceBuffer buffer(std::max<size_t>(4, host.size() * 4));
+    buffer.copy_from_host(host.data(), host.size() * 4);
+    return buffer;
+  };
+  jit::DeviceBuffer rq = upload(qf), rk = upload(kf), rv = upload(vf), ro(qf.size() * 4 + 4), rl(B * H * N * 4 + 4),
+                    naive(qf.size() * 4 + 4);
+  kernels::attention_reference({B, N, Nkv, H, Hkv, D, 1 / std::sqrt(double(D)), causal}, static_cast<float *>(rq.data()),
+                               static_cast<float *>(rk.data()), static_cast<float *>(rv.data()),
+                               static_cast<float *>(ro.data()), static_cast<float *>(rl.data()),
+                               static_cast<float *>(naive.data()), dtype);
+  std::vector<float> want(qf.size()), rough(qf.size());
+  ro.copy_to_host(want.data(), want.size() * 4);
+  naive.copy_to_host(rough.data(), rough.size() * 4);
+  kernels::ErrorStats ours = kernels::error_stats(got, want), baseline = kernels::error_stats(rough, want);
+  bool passed = kernels::within_forward_bars(ours, baseline, dtype);
+
+  std::vector<double> times;
+  jit::Event start, stop;
+  for (int i = 0; i < 30; ++i) {
+    start.record();
+    run();
+    stop.record();
+    stop.synchronize();
+    if (i >= 5)
+      times.push_back(stop.elapsed_since(start));
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  double ms = times[times.size() / 2];
+  double visible = causal ? (N <= Nkv ? N * (Nkv - N + (N + 1) / 2.0) : Nkv * (Nkv + 1) / 2.0) : double(N) * Nkv;
+  std::printf("attention_forward %s B=%lld H=%lld/%lld N=%lld/%lld D=%lld%s: max error %.2e (naive %s %.2e), mean %.2e "
+              "(naive %.2e): %s\n",
+              dsl::to_string(dtype).c_str(), (long long)B, (long long)H, (long long)Hkv, (long long)N, (long long)Nkv,
+              (long long)D, causal ? " causal" : "", ours.max, dsl::to_string(dtype).c_str(), baseline.max, ours.mean,
+              baseline.mean, passed ? "PASS" : "FAIL");
+  std::printf("time %.3f ms (median of 25), %.1f TFLOP/s\n", ms, 4.0 * B * H * visible * D / (ms * 1e9));
+  return passed ? 0 : 1;
 }
 
 int info() {
@@ -98,6 +191,22 @@ int main(int argc, char **argv) {
       std::printf("%s %zu tuning results for %s %s %s\n", exporting ? "exported" : "imported", count,
                   context.str().c_str(), exporting ? "to" : "from", argv[3]);
       return 0;
+    }
+    if (command == "attention") {
+      std::map<std::string, int64_t> flags;
+      bool causal = false, bf16 = false;
+      for (int i = 2; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--causal")
+          causal = true;
+        else if (arg == "--bf16")
+          bf16 = true;
+        else if (arg.rfind("--", 0) == 0 && i + 1 < argc && std::atoll(argv[i + 1]) > 0)
+          flags[arg.substr(2)] = std::atoll(argv[++i]);
+        else
+          return usage();
+      }
+      return attention(flags, causal, bf16);
     }
     if (command == "cache" && argc == 3 && std::string(argv[2]) == "clear") {
       long long removed = tessera::jit::cache_clear();

@@ -251,6 +251,8 @@ std::string Autotuner::key(const std::vector<dsl::LaunchArg> &args) const {
     key += args[i].kind() == dsl::LaunchArg::Kind::Float ? std::to_string(args[i].floating())
                                                          : std::to_string(args[i].integer());
   }
+  if (options_.key_extra)
+    key += "|" + options_.key_extra(args);
   return key;
 }
 
@@ -285,7 +287,20 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
   bool progress = std::getenv("TESSERA_AUTOTUNE_VERBOSE") || isatty(STDERR_FILENO);
   compileSeconds_.clear();
   resources_.clear();
-  TuningResult result = tune(space_, prune, measure, progress);
+  TuningResult result;
+  try {
+    result = tune(space_, prune, measure, progress);
+  } catch (const Error &) {
+    // Every config spilled heavily (or failed): the fastest of the spilling ones beats none.
+    spillsAllowed_ = true;
+    try {
+      result = tune(space_, prune, measure, progress);
+    } catch (...) {
+      spillsAllowed_ = false;
+      throw;
+    }
+    spillsAllowed_ = false;
+  }
   for (Trial &trial : result.trials) {
     trial.compile_seconds = compileSeconds_[trial.config.str()];
     trial.registers = resources_[trial.config.str()].registers;
@@ -319,7 +334,7 @@ double Autotuner::timeOnGpu(const dsl::Config &config, const GridFn &grid,
   if (used.shared_memory > sharedLimit)
     throw Error("pruned after compiling: needs " + std::to_string(used.shared_memory) +
                 " bytes of shared memory, the GPU allows " + std::to_string(sharedLimit));
-  if (used.spilled_bytes > kMaxSpilledBytes)
+  if (used.spilled_bytes > kMaxSpilledBytes && !spillsAllowed_)
     throw Error("pruned after compiling: " + std::to_string(used.registers) + " registers, " +
                 std::to_string(used.spilled_bytes) + " bytes spilled per thread");
   kernel_.launch_args(nullptr, g, config, args.data(), args.size());

@@ -17,6 +17,17 @@ std::string DeviceInfo::model() const {
   return name + "/" + std::to_string(sm_count) + "SM/" + std::to_string(memory_clock_khz / 1000) + "MHz";
 }
 
+bool is_device_pointer(const void *pointer) {
+  const auto &api = driver::api();
+  auto address = reinterpret_cast<CUdeviceptr>(pointer);
+  unsigned int type = 0, managed = 0;
+  if (api.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS)
+    return false; // memory CUDA does not know: plain host memory
+  if (api.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && managed)
+    return true;
+  return type == CU_MEMORYTYPE_DEVICE;
+}
+
 DeviceInfo current_device() {
   const auto &api = driver::api();
   CUdevice device;

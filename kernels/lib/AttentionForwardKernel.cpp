@@ -16,6 +16,7 @@ template <typename T> Kernel forward() {
                                     Long o_sb, Long o_sn, Long o_sh, Float scale, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
+    const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
 
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
@@ -33,25 +34,42 @@ template <typename T> Kernel forward() {
     // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
     // last row's horizon are skipped.
     Tile diagonal = n_kv - n_q;
+    Tile row_start = program_id(0) * bm;
     Tile kv_end = n_kv;
     if (causal)
-      kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
+      kv_end = maximum(minimum(n_kv, row_start + bm + diagonal), 0);
+    // With SPLIT_MASKED, key blocks that every row of this program sees whole go through a
+    // loop without masks; the ragged tail and the causal diagonal come after them, masked
+    // (less work per block, but two pipelined loops: the tuner decides).
+    Tile full_end = 0;
+    if (split) {
+      full_end = n_kv / bn * bn;
+      if (causal)
+        full_end = minimum(full_end, maximum((row_start + diagonal + 1) / bn * bn, 0));
+    }
 
     OnlineSoftmax softmax(bm, d);
-    for_range(0, kv_end, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
-      Tile cols = start + arange(0, bn);
-      Tile col_ok = expand_dims(cols, 0) < n_kv;
-      // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
-      Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0),
-                         expand_dims(cols, 1) < n_kv && dim_ok, 0);
-      Tile visible = col_ok;
-      if (causal)
-        visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
-      softmax.add(where(visible, dot(q_tile, trans(k_tile)) * qk_scale, -INFINITY), [&] {
-        return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0),
-                    expand_dims(cols, 1) < n_kv && dim_ok, 0);
+    auto visit = [&](Tile begin, Tile end, bool masked) {
+      for_range(begin, end, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
+        Tile cols = start + arange(0, bn);
+        Tile kv_ok = broadcast_to(dim_ok, {bn, d});
+        if (masked)
+          kv_ok = kv_ok && expand_dims(cols, 1) < n_kv;
+        // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
+        Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), kv_ok, 0);
+        Tile scores = dot(q_tile, trans(k_tile)) * qk_scale;
+        if (masked) {
+          Tile visible = expand_dims(cols, 0) < n_kv;
+          if (causal)
+            visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
+          scores = where(visible, scores, -INFINITY);
+        }
+        softmax.add(scores, [&] { return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), kv_ok, 0); });
       });
-    });
+    };
+    if (split)
+      visit(0, full_end, false);
+    visit(full_end, kv_end, true);
     store(o + batch * o_sb + head * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0),
           softmax.output(T::dtype), row_ok && dim_ok);
     store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);

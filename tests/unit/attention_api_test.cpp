@@ -70,7 +70,7 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   Registered<float> lse_memory(std::vector<float>(size_t(c.batch) * c.heads_q * c.n_q, NAN));
   const std::vector<float> &lse = lse_memory.data;
   TensorView lse_view{lse_memory.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
-  attention_forward(q.view, k.view, v.view, o.view, lse_view, {c.causal, std::nullopt});
+  attention_forward(q.view, k.view, v.view, o.view, lse_view, {c.causal, std::nullopt, std::nullopt});
 
   // Each head gathered contiguous for the shared fp64 reference.
   auto head_of = [](Buffer &buffer, int b, int h, int n, int d) {
@@ -128,9 +128,10 @@ protected:
   TensorView v{qkv.data() + 2048, DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
   TensorView o{out.data(), DType::f16, {1, 16, 2, 32}, {}, DeviceType::cpu};
   TensorView lse{lse_data.data(), DType::f32, {1, 2, 16}, {}, DeviceType::cpu};
+  AttentionOptions options;
   void expectError(const std::string &needle) {
     try {
-      attention_forward(q, k, v, o, lse);
+      attention_forward(q, k, v, o, lse, options);
       ADD_FAILURE() << "no error; expected one saying: " << needle;
     } catch (const Error &e) {
       EXPECT_THAT(e.what(), HasSubstr(needle));
@@ -181,6 +182,24 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   reset();
   v.data = nullptr;
   expectError("v is null");
+  reset();
+  options.config = attention_forward_configs(128, false).front();
+  expectError("is not for head_dim 32, not causal (take one of attention_forward_configs)");
+  options.config = attention_forward_configs(32, false).front();
+  options.config->set("BLOCK_N", 24);
+  expectError("BLOCK_N must be a power of two of at least 16");
+}
+
+// Every config of the tuning space is for its head dim and causality and keeps whole rows in
+// a warp (what the layout of chained dots needs); the GPU tests run each one.
+TEST_F(AttentionApiErrors, EveryConfigOfTheSpaceIsValid) {
+  for (int64_t d : {32, 64, 128, 256})
+    for (bool causal : {false, true})
+      for (const dsl::Config &config : attention_forward_configs(d, causal)) {
+        EXPECT_EQ(config["HEAD_DIM"], d);
+        EXPECT_EQ(config["CAUSAL"], causal ? 1 : 0);
+        EXPECT_GE(config["BLOCK_M"] / config["num_warps"], 16) << config.str() << ": a warp must own 16 rows";
+      }
 }
 
 } // namespace

@@ -74,7 +74,8 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
     throw Error("kernel '" + kernel + "': compiler stage '" + stage + "' failed:" + messages);
 }
 
-/// The config's num_warps (default 4) and num_stages (default 3) on the kernel, checked.
+/// The config's num_warps (default 4), num_stages (default 3) and invariant_operands_in_shared
+/// (default 0) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
   int warps = 4, stages = 3;
   module->walk([&](mlir::func::FuncOp func) {
@@ -83,6 +84,9 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
       warps = static_cast<int>(attr.getInt());
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_stages") : mlir::IntegerAttr())
       stages = static_cast<int>(attr.getInt());
+    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("invariant_operands_in_shared") : mlir::IntegerAttr())
+      if (attr.getInt())
+        func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));

@@ -3,7 +3,11 @@
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <vector>
 
 namespace tessera {
 #define GEN_PASS_DEF_TILEALLOCATESHAREDMEMORY
@@ -15,18 +19,65 @@ using namespace tessera::tile;
 
 namespace {
 
+/// Where each op sits in the function, and where the ops nested in it end.
+struct Positions {
+  DenseMap<Operation *, int64_t> begin, end;
+  explicit Positions(func::FuncOp func) {
+    int64_t next = 0;
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) { begin[op] = next++; });
+    func.walk<WalkOrder::PostOrder>([&](Operation *op) {
+      int64_t last = begin[op];
+      for (Region &region : op->getRegions())
+        for (Operation &inner : region.getOps())
+          last = std::max(last, end[&inner]);
+      end[op] = last;
+    });
+  }
+};
+
+/// The span of ops during which a ring holds data: from its first use to the end of the
+/// outermost op (a loop) around its last use, in the block of its allocation.
+std::pair<int64_t, int64_t> liveSpan(SharedAllocOp alloc, const Positions &at) {
+  int64_t first = at.begin.lookup(alloc), last = first;
+  for (Operation *user : alloc->getUsers()) {
+    Operation *outer = alloc->getBlock()->findAncestorOpInBlock(*user);
+    first = std::min(first, at.begin.lookup(outer ? outer : user));
+    last = std::max(last, at.end.lookup(outer ? outer : user));
+  }
+  return {first, last};
+}
+
 struct TileAllocateSharedMemoryPass
     : tessera::impl::TileAllocateSharedMemoryBase<TileAllocateSharedMemoryPass> {
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
       Builder b(func.getContext());
-      // Pipeline rings live for the whole kernel: each gets its own range, 128-byte aligned.
+      // Pipeline rings, 128-byte aligned, first fit: rings whose spans do not overlap share
+      // memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next loop's
+      // copies cannot land under a warp still reading the previous ring).
+      Positions at(func);
+      struct Placed {
+        int64_t first, last, offset, bytes;
+      };
+      std::vector<Placed> placed;
       int64_t rings = 0;
       func.walk([&](SharedAllocOp alloc) {
         auto type = alloc.getType();
         auto tile = type.getTileType();
-        alloc->setAttr("tile.smem_offset", b.getI64IntegerAttr(rings));
-        rings += llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 128);
+        int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 128);
+        auto [first, last] = liveSpan(alloc, at);
+        std::vector<std::pair<int64_t, int64_t>> taken; // [offset, end) of rings live at the same time
+        for (const Placed &other : placed)
+          if (other.first <= last && first <= other.last)
+            taken.push_back({other.offset, other.offset + other.bytes});
+        llvm::sort(taken);
+        int64_t offset = 0;
+        for (auto [lo, hi] : taken)
+          if (offset + bytes > lo)
+            offset = std::max(offset, hi);
+        placed.push_back({first, last, offset, bytes});
+        alloc->setAttr("tile.smem_offset", b.getI64IntegerAttr(offset));
+        rings = std::max(rings, offset + bytes);
       });
       // Scratch lives only while its op runs: every op's starts right after the rings.
       int64_t scratch = 0;

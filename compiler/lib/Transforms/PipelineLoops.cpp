@@ -101,17 +101,16 @@ SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
   return loads;
 }
 
-/// Replaces `load`'s uses with reads of `buffer[slot]`: transposes become transposed reads.
-void readFromRing(OpBuilder &b, LoadOp load, Value buffer, Value slot) {
-  Location loc = load.getLoc();
-  for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
-    if (auto trans = dyn_cast<TransOp>(use.getOwner())) {
-      auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true);
-      trans.getResult().replaceAllUsesWith(read.getResult());
-      trans.erase();
-    } else {
-      use.set(SharedLoadOp::create(b, loc, load.getType(), buffer, slot, /*transposed=*/false));
-    }
+/// Replaces one use of a staged load with a read of `buffer[slot]` at `b`; a transpose using
+/// it becomes a transposed read.
+void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot) {
+  Location loc = use.get().getLoc();
+  if (auto trans = dyn_cast<TransOp>(use.getOwner())) {
+    auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true);
+    trans.getResult().replaceAllUsesWith(read.getResult());
+    trans.erase();
+  } else {
+    use.set(SharedLoadOp::create(b, loc, use.get().getType(), buffer, slot, /*transposed=*/false));
   }
 }
 
@@ -149,7 +148,8 @@ void pipeline(scf::ForOp loop, int64_t stages) {
                                         constant(at, stages));
   AsyncWaitOp::create(at, loc, at.getI32IntegerAttr(stages - 2));
   for (auto [load, buffer] : llvm::zip(loads, buffers))
-    readFromRing(at, load, buffer, slot);
+    for (OpOperand &use : llvm::make_early_inc_range(load->getUses()))
+      readFromRing(at, use, buffer, slot);
   SmallVector<Value> ahead(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
     ahead = nextIteration(at, loop, body, ahead);
@@ -165,9 +165,48 @@ void pipeline(scf::ForOp loop, int64_t stages) {
   AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
 }
 
+/// With tile.invariant_operands_in_shared: a tile loaded outside any loop and used only as
+/// dot operands inside loops is copied once into shared memory, and each dot reads it from
+/// there (one k-step at a time): a 128x128 Q then takes no registers across the loop.
+void stageInvariantOperands(func::FuncOp func) {
+  SmallVector<LoadOp> loads;
+  func.walk([&](LoadOp load) {
+    auto type = dyn_cast<RankedTensorType>(load.getType());
+    bool zeroOther = !load.getOther() || matchPattern(load.getOther(), m_AnyZeroFloat()) ||
+                     matchPattern(load.getOther(), m_Zero());
+    bool outsideLoops = !load->getParentOfType<scf::ForOp>();
+    bool dotsInLoops = !load->use_empty() && llvm::all_of(load->getUses(), [](OpOperand &use) {
+      return use.getOwner()->getParentOfType<scf::ForOp>() && (isDotOperand(use) || isTransposedDotOperand(use));
+    });
+    if (type && type.getRank() == 2 && type.getElementType().getIntOrFloatBitWidth() == 16 && zeroOther &&
+        outsideLoops && dotsInLoops)
+      loads.push_back(load);
+  });
+  for (LoadOp load : loads) {
+    OpBuilder b(load);
+    Location loc = load.getLoc();
+    auto type = cast<RankedTensorType>(load.getType());
+    Value buffer = SharedAllocOp::create(b, loc, SharedBufferType::get(b.getContext(), 1, type));
+    Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+    Value mask = load.getMask() ? load.getMask()
+                                : arith::ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                      cast<ShapedType>(getBoolLike(load.getPtr().getType())), true)).getResult();
+    AsyncCopyOp::create(b, loc, load.getPtr(), mask, buffer, zero);
+    AsyncCommitOp::create(b, loc);
+    AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
+    for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
+      OpBuilder at(use.getOwner());
+      readFromRing(at, use, buffer, zero);
+    }
+    load.erase();
+  }
+}
+
 struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipelineLoopsPass> {
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
+      if (func->hasAttr("tile.invariant_operands_in_shared"))
+        stageInvariantOperands(func);
       auto attr = func->getAttrOfType<IntegerAttr>("tile.num_stages");
       int64_t stages = attr ? attr.getInt() : 3;
       if (stages < 2)

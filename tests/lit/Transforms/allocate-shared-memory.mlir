@@ -32,13 +32,25 @@ func.func @none() {
 
 // -----
 
-// Pipeline rings get their own ranges (128-byte aligned) before any scratch.
+// Pipeline rings get their own ranges (128-byte aligned) before any scratch while they are in
+// use at the same time; a ring of a later loop reuses the memory of an earlier loop's.
 // CHECK-LABEL: func.func @rings
 // CHECK-SAME: tile.shared_memory = 36864 : i64
 // CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<128x32xbf16>>
 // CHECK: tile.shared_alloc {tile.smem_offset = 24576 : i64} : !tile.shared<3 x tensor<32x64xbf16>>
-func.func @rings() {
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xbf16>>
+func.func @rings(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
   %a = tile.shared_alloc : !tile.shared<3 x tensor<128x32xbf16>>
   %b = tile.shared_alloc : !tile.shared<3 x tensor<32x64xbf16>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %x = tile.shared_load %a[%c0] : !tile.shared<3 x tensor<128x32xbf16>> -> tensor<128x32xbf16>
+    %y = tile.shared_load %b[%c0] : !tile.shared<3 x tensor<32x64xbf16>> -> tensor<32x64xbf16>
+  }
+  %c = tile.shared_alloc : !tile.shared<2 x tensor<64x64xbf16>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %z = tile.shared_load %c[%c0] : !tile.shared<2 x tensor<64x64xbf16>> -> tensor<64x64xbf16>
+  }
   return
 }

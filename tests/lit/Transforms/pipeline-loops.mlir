@@ -88,3 +88,30 @@ func.func @transposed_operand(%q: tensor<64x64xf16>, %k: !tile.ptr<f16>, %n: i32
   }
   return %out : tensor<64x32xf32>
 }
+
+// -----
+
+// With tile.invariant_operands_in_shared, a tile loaded before the loop and used only by
+// dots in it is copied once into a one-stage buffer that every iteration's dot reads.
+// CHECK-LABEL: func.func @invariant_operand
+// CHECK: %[[Q:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
+// CHECK: tile.async_copy {{.*}} into %[[Q]]
+// CHECK: tile.async_commit
+// CHECK: tile.async_wait 0
+// CHECK-NOT: tile.load
+// CHECK: scf.for
+// CHECK: %[[X:.*]] = tile.shared_load %[[Q]][%{{.*}}] : !tile.shared<1 x tensor<64x64xf16>> -> tensor<64x64xf16>
+// CHECK: tile.dot %[[X]]
+func.func @invariant_operand(%q: !tile.ptr<f16>, %k: tensor<64x32xf16>, %n: i32) -> tensor<64x32xf32>
+    attributes {tile.num_stages = 3 : i32, tile.invariant_operands_in_shared} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x32xf32>
+  %qs = tile.splat %q : !tile.ptr<f16> -> tensor<64x64x!tile.ptr<f16>>
+  %x = tile.load %qs : tensor<64x64x!tile.ptr<f16>>
+  %out = scf.for %i = %c0 to %n step %c32 iter_args(%acc = %zero) -> (tensor<64x32xf32>) : i32 {
+    %d = tile.dot %x, %k, %acc : tensor<64x64xf16> * tensor<64x32xf16> -> tensor<64x32xf32>
+    scf.yield %d : tensor<64x32xf32>
+  }
+  return %out : tensor<64x32xf32>
+}

@@ -83,6 +83,9 @@ class Autotuner {
 public:
   struct Options {
     std::vector<size_t> key_arguments;          // arguments whose values select the config
+    /// More of the key, computed from the arguments (e.g. sequence lengths rounded to powers
+    /// of two, so that nearby sizes share one tuning).
+    std::function<std::string(const std::vector<dsl::LaunchArg> &)> key_extra;
     std::vector<std::pair<size_t, size_t>> restore; // (pointer argument, bytes) written in place
     std::function<std::string(const dsl::Config &, const std::vector<dsl::LaunchArg> &)> prune;
     int warmup = 3;
@@ -124,6 +127,7 @@ private:
   };
   std::map<std::string, Resources> resources_;
   std::vector<DeviceBuffer> saved_; // inputs of in-place kernels while tuning
+  bool spillsAllowed_ = false;      // set while retrying a space in which every config spilled
 };
 
 } // namespace tessera::jit

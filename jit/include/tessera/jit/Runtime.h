@@ -29,6 +29,10 @@ struct DeviceInfo {
 /// context is made current on first use.
 DeviceInfo current_device();
 
+/// Whether kernels on the current GPU can use `pointer` as device memory (cuMemAlloc'd or
+/// managed); false for host memory, pinned or not.
+bool is_device_pointer(const void *pointer);
+
 /// Device memory, freed with the object. Under TESSERA_INTERPRET it is host memory that the
 /// interpreter may touch, so programs written against the GPU API run unchanged.
 class DeviceBuffer {

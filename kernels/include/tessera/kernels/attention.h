@@ -4,6 +4,7 @@
 #define TESSERA_KERNELS_ATTENTION_H
 
 #include "tessera/dsl/dtype.h"
+#include "tessera/dsl/kernel.h"
 #include "tessera/error.h"
 
 #include <cstdint>
@@ -30,7 +31,16 @@ struct TensorView {
 struct AttentionOptions {
   bool causal = false;          ///< bottom-right aligned when n_q != n_kv (FlashAttention 2.1+)
   std::optional<double> scale;  ///< default 1/sqrt(head_dim)
+  /// Launch with this config (one of attention_forward_configs) instead of the autotuned one.
+  std::optional<dsl::Config> config;
 };
+
+/// The configs attention_forward is autotuned over for a head dim (BLOCK_M, BLOCK_N,
+/// HEAD_DIM = head_dim padded to a power of two, CAUSAL, num_warps, num_stages); the first
+/// is the default, used untuned (TESSERA_AUTOTUNE=off) and under the interpreter. Tuning
+/// runs on the first call per GPU model, dtype, head dim, causality and power-of-two buckets
+/// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h).
+std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal);
 
 /// q: [batch, n_q, heads_q, head_dim]; k, v: [batch, n_kv, heads_kv, head_dim] (heads_q a
 /// multiple of heads_kv: GQA/MQA); o like q; lse: f32 [batch, heads_q, n_q], contiguous.

@@ -1,0 +1,224 @@
+// kernels::attention_forward on the GPU against the NVRTC fp64 reference, to DESIGN.md's bars:
+// max error within 2x, mean within 1.1x, that of a naive same-dtype attention (plus a small
+// floor); LSE close; no NaN; every element written (outputs poisoned); bitwise repeatable.
+#include "gpu_util.h"
+
+#include "tessera/kernels/attention.h"
+#include "tessera/kernels/reference.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+namespace tessera::testing {
+namespace {
+
+using kernels::TensorView;
+using dsl::DType;
+
+struct Case {
+  int64_t batch, n_q, n_kv, heads_q, heads_kv, head_dim;
+  bool causal;
+  DType dtype;
+  bool bhsd; ///< [batch, heads, n, d] in memory instead of [batch, n, heads, d]
+};
+
+std::string nameOf(const Case &c) {
+  return "b" + std::to_string(c.batch) + "_q" + std::to_string(c.n_q) + "_k" + std::to_string(c.n_kv) + "_h" +
+         std::to_string(c.heads_q) + "x" + std::to_string(c.heads_kv) + "_d" + std::to_string(c.head_dim) +
+         (c.causal ? "_causal" : "") + "_" + dsl::to_string(c.dtype) + (c.bhsd ? "_bhsd" : "");
+}
+
+/// A [batch, n, heads, d] tensor: f32 values already rounded to `dtype`, their 16-bit bits in
+/// the memory order the case asks for, and a view of a device copy of those.
+struct Tensor {
+  std::vector<float> values; // [batch, n, heads, d]
+  jit::DeviceBuffer device;
+  TensorView view;
+};
+
+std::vector<int64_t> stridesOf(const Case &c, int64_t n, int64_t heads) {
+  int64_t d = c.head_dim;
+  return c.bhsd ? std::vector<int64_t>{heads * n * d, d, n * d, 1} : std::vector<int64_t>{n * heads * d, heads * d, d, 1};
+}
+
+Tensor makeTensor(const Case &c, int64_t n, int64_t heads, uint32_t seed) {
+  Tensor t;
+  int64_t count = c.batch * n * heads * c.head_dim;
+  t.values = random_floats(count, seed, -1.5f, 1.5f);
+  std::vector<int64_t> strides = stridesOf(c, n, heads);
+  std::vector<uint16_t> bits(count);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < c.head_dim; ++e) {
+          float &x = t.values[((b * n + i) * heads + h) * c.head_dim + e];
+          uint16_t h16 = c.dtype == DType::bf16 ? to_bf16(x) : to_half(x);
+          x = c.dtype == DType::bf16 ? from_bf16(h16) : from_half(h16);
+          bits[b * strides[0] + i * strides[1] + h * strides[2] + e] = h16;
+        }
+  t.device = upload(bits);
+  t.view = {t.device.data(), c.dtype, {c.batch, n, heads, c.head_dim}, strides, kernels::DeviceType::cuda};
+  return t;
+}
+
+/// The view's elements as f32 in [batch, n, heads, d] order.
+std::vector<float> readBack(const TensorView &view, const jit::DeviceBuffer &buffer) {
+  int64_t count = view.numel();
+  auto bits = download<uint16_t>(buffer, count);
+  std::vector<float> out(count);
+  int64_t n = view.shape[1], heads = view.shape[2], d = view.shape[3];
+  for (int64_t b = 0; b < view.shape[0]; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < d; ++e) {
+          uint16_t x = bits[b * view.stride(0) + i * view.stride(1) + h * view.stride(2) + e];
+          out[((b * n + i) * heads + h) * d + e] = view.dtype == DType::bf16 ? from_bf16(x) : from_half(x);
+        }
+  return out;
+}
+
+/// Runs `c` (with `config`, or the tuned one) and checks it against the reference.
+void checkCase(const Case &c, std::optional<dsl::Config> config = std::nullopt) {
+  Tensor q = makeTensor(c, c.n_q, c.heads_q, 1), k = makeTensor(c, c.n_kv, c.heads_kv, 2),
+         v = makeTensor(c, c.n_kv, c.heads_kv, 3);
+  int64_t rows = c.batch * c.heads_q * c.n_q;
+  jit::DeviceBuffer o = poisoned(q.values.size() * 2), lse = poisoned(rows * 4);
+  TensorView oView{o.data(), c.dtype, q.view.shape, q.view.strides, kernels::DeviceType::cuda};
+  TensorView lseView{lse.data(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, kernels::DeviceType::cuda};
+  kernels::AttentionOptions options;
+  options.causal = c.causal;
+  options.config = config;
+  kernels::attention_forward(q.view, k.view, v.view, oView, lseView, options);
+  jit::synchronize();
+  std::vector<float> got = readBack(oView, o), gotLse = download<float>(lse, rows);
+
+  // The same inputs through the reference, in fp64 and as a naive same-dtype implementation.
+  auto dq = upload(q.values), dk = upload(k.values), dv = upload(v.values);
+  jit::DeviceBuffer refO(q.values.size() * 4 + 4), refLse(rows * 4 + 4), naive(q.values.size() * 4 + 4);
+  kernels::ReferenceShape shape{c.batch, c.n_q, c.n_kv, c.heads_q, c.heads_kv, c.head_dim,
+                                1.0 / std::sqrt(double(c.head_dim)), c.causal};
+  kernels::attention_reference(shape, static_cast<float *>(dq.data()), static_cast<float *>(dk.data()),
+                               static_cast<float *>(dv.data()), static_cast<float *>(refO.data()),
+                               static_cast<float *>(refLse.data()), static_cast<float *>(naive.data()), c.dtype);
+  auto want = download<float>(refO, q.values.size()), wantLse = download<float>(refLse, rows);
+  auto ours = kernels::error_stats(got, want), baseline = kernels::error_stats(download<float>(naive, q.values.size()), want);
+  double floor = kernels::forward_error_floor(c.dtype);
+  EXPECT_TRUE(ours.finite) << "NaN or Inf in the output (or an element never written)";
+  EXPECT_LE(ours.max, 2 * baseline.max + floor) << "naive " << dsl::to_string(c.dtype) << " max error " << baseline.max;
+  EXPECT_LE(ours.mean, 1.1 * baseline.mean + floor / 10) << "naive mean error " << baseline.mean;
+  EXPECT_TRUE(kernels::within_forward_bars(ours, baseline, c.dtype));
+  int lseBad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    bool ok = std::isinf(wantLse[r]) ? std::isinf(gotLse[r]) && gotLse[r] < 0
+                                     : std::fabs(gotLse[r] - wantLse[r]) <= 1e-3 * std::max(1.0f, std::fabs(wantLse[r]));
+    if (!ok && lseBad++ < 3)
+      ADD_FAILURE() << "lse row " << r << ": " << gotLse[r] << " vs " << wantLse[r];
+  }
+  EXPECT_EQ(lseBad, 0);
+
+  // The forward pass is deterministic: a second run writes the same bits.
+  jit::DeviceBuffer o2 = poisoned(q.values.size() * 2);
+  TensorView o2View = oView;
+  o2View.data = o2.data();
+  kernels::attention_forward(q.view, k.view, v.view, o2View, lseView, options);
+  jit::synchronize();
+  EXPECT_EQ(download<uint16_t>(o, q.values.size()), download<uint16_t>(o2, q.values.size()));
+}
+
+class AttentionForward : public GpuTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(AttentionForward, MatchesTheFloat64ReferenceWithinTheBars) { checkCase(GetParam()); }
+
+// Each config autotuning may pick, on ragged lengths.
+TEST_F(GpuTest, AttentionForwardEveryTunedConfig) {
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true})
+      for (const dsl::Config &config : kernels::attention_forward_configs(d, causal)) {
+        SCOPED_TRACE(config.str());
+        checkCase({2, 300, 333, 2, 1, d, causal, DType::bf16, false}, config);
+      }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  // Ragged lengths, causal or not.
+  for (int64_t n : {1, 17, 113, 1023, 4224})
+    for (bool causal : {false, true})
+      all.push_back({1, n, n, 2, 2, 64, causal, DType::f16, false});
+  // n_q != n_kv both ways; causal with n_q > n_kv leaves the first rows with no key at all.
+  for (auto [nq, nkv] : {std::pair<int64_t, int64_t>{113, 1023}, {1023, 113}, {1, 777}, {300, 1}})
+    for (bool causal : {false, true})
+      all.push_back({2, nq, nkv, 2, 2, 128, causal, DType::bf16, false});
+  // GQA and MQA, strided BHSD.
+  all.push_back({2, 257, 300, 6, 2, 128, true, DType::f16, true});
+  all.push_back({1, 200, 513, 4, 1, 64, false, DType::bf16, true});
+  // Every head dim (padded ones too), both dtypes.
+  for (int64_t d : {32, 40, 64, 96, 128, 200, 256})
+    for (DType dtype : {DType::f16, DType::bf16})
+      all.push_back({2, 200, 333, 2, 2, d, d % 64 == 0, dtype, d == 96});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionForward, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return nameOf(info.param); });
+
+// Offsets past 2^31 elements: K, V and O hold their second batch 2^31 + 64 elements in.
+TEST_F(GpuTest, AttentionForwardAddressesPast2To31Elements) {
+  const int64_t n_q = 100, n_kv = 300, d = 128, far = (int64_t(1) << 31) + 64;
+  Case c{2, n_q, n_kv, 1, 1, d, true, DType::f16, false};
+  Tensor q = makeTensor(c, n_q, 1, 7), k = makeTensor(c, n_kv, 1, 8), v = makeTensor(c, n_kv, 1, 9);
+  // Big copies of K, V, O: batch b at element b * far.
+  auto spread = [&](const Tensor &t, int64_t n) {
+    jit::DeviceBuffer big((far + n * d) * 2);
+    for (int64_t b = 0; b < 2; ++b)
+      jit::copy_device(static_cast<char *>(big.data()) + b * far * 2,
+                       static_cast<const char *>(t.device.data()) + b * n * d * 2, n * d * 2);
+    return big;
+  };
+  jit::DeviceBuffer bigK = spread(k, n_kv), bigV = spread(v, n_kv), bigO = poisoned((far + n_q * d) * 2);
+  jit::DeviceBuffer lse = poisoned(2 * n_q * 4);
+  auto farView = [&](void *data, int64_t n) {
+    return TensorView{data, DType::f16, {2, n, 1, d}, {far, d, d, 1}, kernels::DeviceType::cuda};
+  };
+  kernels::AttentionOptions options;
+  options.causal = true;
+  kernels::attention_forward(q.view, farView(bigK.data(), n_kv), farView(bigV.data(), n_kv),
+                             farView(bigO.data(), n_q), {lse.data(), DType::f32, {2, 1, n_q}, {}, kernels::DeviceType::cuda},
+                             options);
+  jit::synchronize();
+  jit::DeviceBuffer second(n_q * d * 2);
+  jit::copy_device(second.data(), static_cast<char *>(bigO.data()) + far * 2, n_q * d * 2);
+  auto dq = upload(q.values), dk = upload(k.values), dv = upload(v.values);
+  jit::DeviceBuffer refO(q.values.size() * 4), refLse(2 * n_q * 4);
+  kernels::attention_reference({2, n_q, n_kv, 1, 1, d, 1 / std::sqrt(double(d)), true}, static_cast<float *>(dq.data()),
+                               static_cast<float *>(dk.data()), static_cast<float *>(dv.data()),
+                               static_cast<float *>(refO.data()), static_cast<float *>(refLse.data()));
+  auto want = download<float>(refO, q.values.size());
+  auto bits = download<uint16_t>(second, n_q * d);
+  double worst = 0;
+  for (int64_t i = 0; i < n_q * d; ++i)
+    worst = std::max(worst, std::fabs(double(from_half(bits[i])) - want[n_q * d + i]));
+  EXPECT_LE(worst, 2e-3) << "the batch stored 2^31 elements in";
+}
+
+TEST_F(GpuTest, AttentionForwardRejectsHostMemoryMarkedCuda) {
+  std::vector<uint16_t> host(4 * 64);
+  jit::DeviceBuffer device(4 * 64 * 2), lse(4 * 4);
+  TensorView onHost{host.data(), DType::f16, {1, 4, 1, 64}, {}, kernels::DeviceType::cuda};
+  TensorView onDevice{device.data(), DType::f16, {1, 4, 1, 64}, {}, kernels::DeviceType::cuda};
+  TensorView lseView{lse.data(), DType::f32, {1, 1, 4}, {}, kernels::DeviceType::cuda};
+  jit::DeviceBuffer out(4 * 64 * 2);
+  TensorView o{out.data(), DType::f16, {1, 4, 1, 64}, {}, kernels::DeviceType::cuda};
+  try {
+    kernels::attention_forward(onDevice, onHost, onDevice, o, lseView);
+    FAIL() << "no error";
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what()).find("k is marked CUDA but its pointer is not device memory"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+} // namespace
+} // namespace tessera::testing
