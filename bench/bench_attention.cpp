@@ -23,8 +23,12 @@ int main(int argc, char **argv) {
   std::string gpu = jit::current_device().name;
   std::printf("%-5s %4s %4s %6s %4s %-7s %10s %10s %12s  %s\n", "dtype", "B", "H", "N", "D", "causal", "ms", "TFLOP/s",
               "default ms", "best config");
+  // argv[2] (optional): only this dtype ("f16" or "bf16").
+  std::string only = argc > 2 ? argv[2] : "";
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
-    for (int64_t D : {64, 128})
+    for (int64_t D : {64, 128}) {
+      if (!only.empty() && dsl::to_string(dtype) != only)
+        continue;
       for (int64_t N : {1024, 4096, 8192, 16384}) {
         const int64_t B = 16384 / N, H = 2048 / D, numel = B * H * N * D;
         jit::DeviceBuffer q(numel * 2), k(numel * 2), v(numel * 2), o(numel * 2), lse(B * H * N * 4);
@@ -60,5 +64,6 @@ int main(int argc, char **argv) {
                << "\", \"gpu\": \"" << gpu << "\"}\n";
         }
       }
+    }
   return 0;
 }

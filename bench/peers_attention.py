@@ -1,5 +1,6 @@
 """Attention peers for bench_attention in the same device run: PyTorch SDPA (flash and cuDNN
-backends) and FlexAttention (torch.compile), forward, same shapes; JSON lines to argv[1]."""
+backends) and FlexAttention (torch.compile), forward, same shapes; JSON lines to argv[1].
+Optional argv[2]: only this dtype ("f16" or "bf16"); argv[3] == "noflex" skips FlexAttention."""
 import json
 import sys
 
@@ -36,9 +37,13 @@ def main():
     torch._dynamo.config.cache_size_limit = 256
     out = open(sys.argv[1], "a") if len(sys.argv) > 1 else sys.stdout
     gpu = torch.cuda.get_device_name()
-    providers = {"sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-                 "flex": flex()}
+    providers = {"sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+    if sys.argv[3:4] != ["noflex"]:
+        providers["flex"] = flex()
+    only = sys.argv[2] if len(sys.argv) > 2 else None
     for dtype, dname in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        if only and dname != only:
+            continue
         for D in (64, 128):
             for N in (1024, 4096, 8192, 16384):
                 B, H = 16384 // N, 2048 // D

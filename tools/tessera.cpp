@@ -4,9 +4,10 @@
 //   tessera tune matmul M N K [bf16|fp16]   tune the matmul for these sizes on this GPU
 //   tessera tune --export FILE              write this GPU model's tuning results to FILE
 //   tessera tune --import FILE              merge FILE's results for this GPU model
-//   tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV]
+//   tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV] [--config I]
 //                                           run flash attention forward on random inputs, check
-//                                           it against the NVRTC fp64 reference, time it
+//                                           it against the NVRTC fp64 reference, time it (with
+//                                           the tuned config, or config I of the tuning space)
 #include "tessera/compiler/Compiler.h"
 #include "tessera/dsl/fp16.h"
 #include "tessera/error.h"
@@ -32,7 +33,7 @@ int usage() {
   std::fprintf(stderr, "usage: tessera info\n       tessera cache clear\n"
                        "       tessera tune matmul M N K [bf16|fp16]\n"
                        "       tessera tune --export FILE | --import FILE\n"
-                       "       tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV]\n");
+                       "       tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV] [--config I]\n");
   return 2;
 }
 
@@ -104,6 +105,13 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
   kernels::TensorView lseView{lse.data(), dsl::DType::f32, {B, H, N}, {}, kernels::DeviceType::cuda};
   kernels::AttentionOptions options;
   options.causal = causal;
+  if (flags.count("config")) {
+    std::vector<dsl::Config> configs = kernels::attention_forward_configs(D, causal);
+    if (flags.at("config") >= int64_t(configs.size()))
+      throw Error("--config: there are " + std::to_string(configs.size()) + " configs for head dim " + std::to_string(D));
+    options.config = configs[flags.at("config")];
+    std::printf("config %s\n", options.config->str().c_str());
+  }
   auto run = [&] { kernels::attention_forward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView, options); };
   run();
   jit::synchronize();
@@ -201,7 +209,7 @@ int main(int argc, char **argv) {
           causal = true;
         else if (arg == "--bf16")
           bf16 = true;
-        else if (arg.rfind("--", 0) == 0 && i + 1 < argc && std::atoll(argv[i + 1]) > 0)
+        else if (arg.rfind("--", 0) == 0 && i + 1 < argc && (std::atoll(argv[i + 1]) > 0 || std::string(argv[i + 1]) == "0"))
           flags[arg.substr(2)] = std::atoll(argv[++i]);
         else
           return usage();

@@ -21,7 +21,10 @@ template <typename T> Kernel forward() {
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
-    Tile rows = program_id(0) * bm + arange(0, bm);
+    // Causal programs differ in work by their query block: the heaviest (last) blocks start
+    // first so that the light ones fill the tail of the grid.
+    Tile query_block = causal ? num_programs(0) - 1 - program_id(0) : program_id(0);
+    Tile rows = query_block * bm + arange(0, bm);
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile row_ok = expand_dims(rows, 1) < n_q;
@@ -34,7 +37,7 @@ template <typename T> Kernel forward() {
     // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
     // last row's horizon are skipped.
     Tile diagonal = n_kv - n_q;
-    Tile row_start = program_id(0) * bm;
+    Tile row_start = query_block * bm;
     Tile kv_end = n_kv;
     if (causal)
       kv_end = maximum(minimum(n_kv, row_start + bm + diagonal), 0);

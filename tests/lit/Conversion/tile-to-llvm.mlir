@@ -103,14 +103,11 @@ func.func @mma_tile(%a: tensor<16x16xbf16, #b>, %b: tensor<16x16xbf16, #b>, %acc
 #mma = #tile.mma<warpsPerCTA = [1, 1]>
 
 // Ring stages feeding a dot are read by the dot one 16-wide step of k at a time, each step's
-// ldmatrix just before its mma.sync; a stage stored transposed is read without .trans for B.
+// ldmatrix one step ahead of its mma.sync; a stage stored transposed is read without .trans
+// for B.
 // CHECK-LABEL: llvm.func @mma_from_rings
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK-COUNT-2: mma.sync.aligned.m16n8k16
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// CHECK-COUNT-2: mma.sync.aligned.m16n8k16
+// CHECK-COUNT-4: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-COUNT-4: mma.sync.aligned.m16n8k16
 // CHECK-NOT: ldmatrix
 func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
     attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 4096 : i64} {

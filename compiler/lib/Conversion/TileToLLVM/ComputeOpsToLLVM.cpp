@@ -516,9 +516,15 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   };
   // k outermost: consecutive mma.sync write different accumulators, so none waits on the one
   // before it (a chain over k per tile would stall on the tensor pipe's latency).
+  // Fragments of step kk+1 are read before step kk's mma.sync, so that their shared-memory
+  // latency hides behind the tensor cores.
+  readA(0);
+  readB(0);
   for (int64_t kk = 0; kk < K / 16; ++kk) {
-    readA(kk);
-    readB(kk);
+    if (kk + 1 < K / 16) {
+      readA(kk + 1);
+      readB(kk + 1);
+    }
     for (int64_t i = 0; i < M / wm / 16; ++i)
       for (int64_t j = 0; j < N / wn / 8; ++j) {
         int64_t cRegs[4];
