@@ -91,19 +91,15 @@ void checkDisjoint(const char *written, const TensorView &out, const char *other
     fail(std::string(written) + " overlaps " + other);
 }
 
-int64_t paddedHeadDim(int64_t head_dim) {
-  int64_t padded = 16;
-  while (padded < head_dim)
-    padded *= 2;
-  return padded;
-}
-
 int64_t powerOfTwoAtLeast(int64_t n) {
   int64_t p = 1;
   while (p < n)
     p *= 2;
   return p;
 }
+
+/// The head dim the kernel computes with: a power of two of at least 16 (the rest masked).
+int64_t paddedHeadDim(int64_t head_dim) { return std::max<int64_t>(16, powerOfTwoAtLeast(head_dim)); }
 
 /// The forward kernel of a dtype, made once (its compiled variants are cached with it).
 const dsl::Kernel &forwardKernel(dsl::DType dtype) {
