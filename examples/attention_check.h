@@ -76,6 +76,74 @@ inline AttentionReference attention_reference(const uint16_t *q, const uint16_t 
   return ref;
 }
 
+/// One head's gradients of softmax(q k^T * scale) v for the output gradient `dout`, all
+/// [n | n_kv, d] 16-bit inputs: `exact` in fp64, `naive` as a same-dtype implementation gets
+/// them (P, O, dP, dS and the gradients rounded to the input type).
+struct AttentionGradients {
+  std::vector<double> dq, dk, dv;
+};
+struct AttentionBackwardReference {
+  AttentionGradients exact, naive;
+};
+
+inline AttentionBackwardReference attention_backward_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                                               const uint16_t *dout, int n_q, int n_kv, int d,
+                                                               double scale, bool causal = false, bool bf16 = false) {
+  auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
+  auto at = [&](const uint16_t *m, int row, int c) { return widen(m[size_t(row) * d + c]); };
+  AttentionBackwardReference ref;
+  for (AttentionGradients *g : {&ref.exact, &ref.naive}) {
+    g->dq.assign(size_t(n_q) * d, 0.0);
+    g->dk.assign(size_t(n_kv) * d, 0.0);
+    g->dv.assign(size_t(n_kv) * d, 0.0);
+  }
+  std::vector<double> p(n_kv), dp(n_kv);
+  for (int i = 0; i < n_q; ++i) {
+    // The row's probabilities, exact.
+    double peak = -INFINITY;
+    for (int j = 0; j < n_kv; ++j) {
+      double s = 0;
+      for (int c = 0; c < d; ++c)
+        s += at(q, i, c) * at(k, j, c);
+      p[j] = !causal || j <= i + n_kv - n_q ? s * scale : -INFINITY;
+      peak = std::max(peak, p[j]);
+    }
+    double total = 0;
+    for (int j = 0; j < n_kv; ++j)
+      total += std::isinf(p[j]) ? 0 : std::exp(p[j] - peak);
+    for (int j = 0; j < n_kv; ++j)
+      p[j] = total > 0 && !std::isinf(p[j]) ? std::exp(p[j] - peak) / total : 0.0;
+    for (bool naive : {false, true}) {
+      AttentionGradients &g = naive ? ref.naive : ref.exact;
+      auto r = [&](double x) { return naive ? round16(x) : x; };
+      // delta = rowsum(dO * O), with O as this implementation computes it.
+      double delta = 0;
+      for (int c = 0; c < d; ++c) {
+        double o = 0;
+        for (int j = 0; j < n_kv; ++j)
+          o += r(p[j]) * at(v, j, c);
+        delta += at(dout, i, c) * r(o);
+      }
+      for (int j = 0; j < n_kv; ++j) {
+        double dpj = 0;
+        for (int c = 0; c < d; ++c)
+          dpj += at(dout, i, c) * at(v, j, c);
+        double ds = r(r(p[j]) * (r(dpj) - delta));
+        for (int c = 0; c < d; ++c) {
+          g.dv[size_t(j) * d + c] += r(p[j]) * at(dout, i, c);
+          g.dq[size_t(i) * d + c] += ds * at(k, j, c) * scale;
+          g.dk[size_t(j) * d + c] += ds * at(q, i, c) * scale;
+        }
+      }
+    }
+  }
+  for (std::vector<double> *grad : {&ref.naive.dq, &ref.naive.dk, &ref.naive.dv})
+    for (double &x : *grad)
+      x = round16(x);
+  return ref;
+}
+
 /// Check attention_forward<f16> on [heads, n_q | n_kv, d] inputs drawn from `seed`.
 inline AttentionCheck check_attention(int heads, int n_q, int n_kv, int d, unsigned seed) {
   std::mt19937 rng(seed);

@@ -122,10 +122,7 @@ Stream::~Stream() {
     driver::api().cuStreamDestroy_v2(static_cast<CUstream>(handle_));
 }
 
-void Stream::synchronize() const {
-  if (!interpreter::enabled())
-    TESSERA_CU(cuStreamSynchronize(static_cast<CUstream>(handle_)));
-}
+void Stream::synchronize() const { jit::synchronize(handle_); }
 
 Event::Event() {
   CUevent event;
@@ -150,6 +147,13 @@ float Event::elapsed_since(const Event &start) const {
 void synchronize() {
   if (!interpreter::enabled())
     TESSERA_CU(cuCtxSynchronize());
+}
+
+void synchronize(void *stream) {
+  if (!stream)
+    synchronize();
+  else if (!interpreter::enabled())
+    TESSERA_CU(cuStreamSynchronize(static_cast<CUstream>(stream)));
 }
 
 void copy_device(void *dst, const void *src, size_t bytes) {

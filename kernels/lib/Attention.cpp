@@ -7,6 +7,7 @@
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -34,7 +35,10 @@ int64_t TensorView::numel() const {
 
 namespace {
 
-[[noreturn]] void fail(const std::string &message) { throw Error("attention_forward: " + message); }
+/// The entry point being validated, for the messages (each sets it first).
+thread_local const char *api = "attention_forward";
+
+[[noreturn]] void fail(const std::string &message) { throw Error(std::string(api) + ": " + message); }
 
 int64_t bytesOf(dsl::DType dtype) { return std::max(1, dsl::bit_width(dtype) / 8); }
 
@@ -112,6 +116,19 @@ const dsl::Kernel &forwardKernel(dsl::DType dtype) {
   return *slot;
 }
 
+/// The backward kernels of a dtype: delta, dK/dV, dQ; made once.
+const std::array<dsl::Kernel, 3> &backwardKernels(dsl::DType dtype) {
+  static std::mutex mutex;
+  static std::optional<std::array<dsl::Kernel, 3>> kernels[2];
+  std::lock_guard<std::mutex> lock(mutex);
+  auto &slot = kernels[dtype == dsl::DType::bf16];
+  if (!slot)
+    slot = std::array<dsl::Kernel, 3>{detail::attention_backward_delta_kernel(dtype),
+                                      detail::attention_backward_dkdv_kernel(dtype),
+                                      detail::attention_backward_dq_kernel(dtype)};
+  return *slot;
+}
+
 /// The tuner of one kernel variant (dtype, padded head dim, causality), made once.
 jit::Autotuner &tunerFor(dsl::DType dtype, int64_t padded, bool causal) {
   static std::mutex mutex;
@@ -166,6 +183,15 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   return configs;
 }
 
+/// Backward configs per padded head dim, for dK/dV (BLOCK_N key rows per program) and dQ
+/// (BLOCK_M query rows): warps own 16 whole rows (the chained dots stay in registers) where
+/// the two f32 accumulators fit; at d = 256 dK/dV split warps over columns too.
+dsl::Config backwardConfig(int64_t padded, bool causal, bool keys) {
+  int64_t warps = keys && padded > 128 ? 8 : 4;
+  return {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+          {"num_warps", warps}, {"num_stages", 2}, {"invariant_operands_in_shared", padded >= 128 ? 1 : 0}};
+}
+
 std::vector<ShippedKernel> shipped_kernels() {
   std::vector<ShippedKernel> kernels;
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
@@ -176,12 +202,27 @@ std::vector<ShippedKernel> shipped_kernels() {
           kernels.push_back({forwardKernel(dtype), configs[i],
                              dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "") +
                                  (i ? ".c" + std::to_string(i) : "")});
+        std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "");
+        const auto &backward = backwardKernels(dtype);
+        if (!causal)
+          kernels.push_back({backward[0], backwardConfig(padded, false, false), variant});
+        kernels.push_back({backward[1], backwardConfig(padded, causal, true), variant});
+        kernels.push_back({backward[2], backwardConfig(padded, causal, false), variant});
       }
   return kernels;
 }
 
-void attention_forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
-                       const TensorView &lse, const AttentionOptions &options, void *stream) {
+namespace {
+
+using Named = std::pair<const char *, const TensorView *>;
+
+/// The sizes of an attention problem, checked from the views of the forward pass.
+struct Problem {
+  int64_t batch, n_q, n_kv, heads_q, heads_kv, head_dim;
+};
+
+Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                     const TensorView &lse) {
   checkView("q", q, 4);
   checkView("k", k, 4);
   checkView("v", v, 4);
@@ -189,46 +230,67 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   checkView("lse", lse, 3);
   if (q.dtype != dsl::DType::f16 && q.dtype != dsl::DType::bf16)
     fail("q must be f16 or bf16, got " + dsl::to_string(q.dtype));
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"k", &k}, {"v", &v}, {"o", &o}})
+  for (auto [name, t] : {Named{"k", &k}, {"v", &v}, {"o", &o}})
     if (t->dtype != q.dtype)
       fail(std::string(name) + " is " + dsl::to_string(t->dtype) + " but q is " + dsl::to_string(q.dtype));
   if (lse.dtype != dsl::DType::f32)
     fail("lse must be f32, got " + dsl::to_string(lse.dtype));
 
-  const int64_t batch = q.shape[0], n_q = q.shape[1], heads_q = q.shape[2], head_dim = q.shape[3];
-  const int64_t n_kv = k.shape[1], heads_kv = k.shape[2];
+  Problem p{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3]};
   if (k.shape != v.shape)
     fail("k " + shapeStr(k.shape) + " and v " + shapeStr(v.shape) + " differ");
-  if (k.shape[0] != batch || k.shape[3] != head_dim)
+  if (k.shape[0] != p.batch || k.shape[3] != p.head_dim)
     fail("k " + shapeStr(k.shape) + " does not match q " + shapeStr(q.shape) + " in batch or head_dim");
   if (o.shape != q.shape)
     fail("o " + shapeStr(o.shape) + " must have q's shape " + shapeStr(q.shape));
-  if (lse.shape != std::vector<int64_t>{batch, heads_q, n_q})
-    fail("lse " + shapeStr(lse.shape) + " must be [batch, heads_q, n_q] = " + shapeStr({batch, heads_q, n_q}));
-  if (lse.stride(2) != 1 || lse.stride(1) != n_q || lse.stride(0) != heads_q * n_q)
+  if (lse.shape != std::vector<int64_t>{p.batch, p.heads_q, p.n_q})
+    fail("lse " + shapeStr(lse.shape) + " must be [batch, heads_q, n_q] = " + shapeStr({p.batch, p.heads_q, p.n_q}));
+  if (lse.stride(2) != 1 || lse.stride(1) != p.n_q || lse.stride(0) != p.heads_q * p.n_q)
     fail("lse must be contiguous");
-  if (heads_kv == 0 || heads_q % heads_kv)
-    fail("heads_q (" + std::to_string(heads_q) + ") must be a multiple of heads_kv (" + std::to_string(heads_kv) + ")");
-  if (head_dim < 1 || head_dim > 256)
-    fail("head_dim " + std::to_string(head_dim) + " is not supported (1 to 256)");
-  if (n_q > INT32_MAX || n_kv > INT32_MAX)
+  if (p.heads_kv == 0 || p.heads_q % p.heads_kv)
+    fail("heads_q (" + std::to_string(p.heads_q) + ") must be a multiple of heads_kv (" + std::to_string(p.heads_kv) + ")");
+  if (p.head_dim < 1 || p.head_dim > 256)
+    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (1 to 256)");
+  if (p.n_q > INT32_MAX || p.n_kv > INT32_MAX)
     fail("sequence lengths must be below 2^31");
-  if (batch * heads_q > 65535)
-    fail("batch*heads_q = " + std::to_string(batch * heads_q) + " is above 65535, which is not supported yet");
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q}, {"k", &k}, {"v", &v}})
-    checkDisjoint("o", o, name, *t);
-  checkDisjoint("lse", lse, "o", o);
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q}, {"k", &k}, {"v", &v}})
-    checkDisjoint("lse", lse, name, *t);
+  if (p.batch * p.heads_q > 65535)
+    fail("batch*heads_q = " + std::to_string(p.batch * p.heads_q) + " is above 65535, which is not supported yet");
+  return p;
+}
+
+/// Each written view must not overlap any other view.
+void checkWritten(std::initializer_list<Named> written, std::initializer_list<Named> read) {
+  for (auto [name, t] : written) {
+    for (auto [other, u] : read)
+      checkDisjoint(name, *t, other, *u);
+    for (auto [other, u] : written)
+      if (t != u && std::string(name) < other)
+        checkDisjoint(name, *t, other, *u);
+  }
+}
+
+void checkDevicePointers(std::initializer_list<Named> views) {
+  if (!interpreter::enabled())
+    for (auto [name, t] : views)
+      if (t->numel() > 0 && !jit::is_device_pointer(t->data))
+        fail(std::string(name) + " is marked CUDA but its pointer is not device memory of the current GPU");
+}
+
+} // namespace
+
+void attention_forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                       const TensorView &lse, const AttentionOptions &options, void *stream) {
+  api = "attention_forward";
+  const Problem p = checkProblem(q, k, v, o, lse);
+  const int64_t batch = p.batch, n_q = p.n_q, n_kv = p.n_kv, heads_q = p.heads_q, heads_kv = p.heads_kv,
+                head_dim = p.head_dim;
+  checkWritten({{"o", &o}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
   if (options.scale && !std::isfinite(*options.scale))
     fail("scale must be finite");
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
     checkConfig(*options.config, padded, options.causal);
-  if (!interpreter::enabled())
-    for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}})
-      if (t->numel() > 0 && !jit::is_device_pointer(t->data))
-        fail(std::string(name) + " is marked CUDA but its pointer is not device memory of the current GPU");
+  checkDevicePointers({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
     return;
 
@@ -245,6 +307,66 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(q.dtype, padded, options.causal).config_for(grid, args);
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
+}
+
+void attention_backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                        const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                        const TensorView &dv, const AttentionOptions &options, void *stream) {
+  api = "attention_backward";
+  const Problem p = checkProblem(q, k, v, o, lse);
+  checkView("dout", dout, 4);
+  checkView("dq", dq, 4);
+  checkView("dk", dk, 4);
+  checkView("dv", dv, 4);
+  for (auto [name, t, like, likeName] : {std::tuple<const char *, const TensorView *, const TensorView *, const char *>{
+                                             "dout", &dout, &o, "o"},
+                                         {"dq", &dq, &q, "q"},
+                                         {"dk", &dk, &k, "k"},
+                                         {"dv", &dv, &v, "v"}}) {
+    if (t->shape != like->shape)
+      fail(std::string(name) + " " + shapeStr(t->shape) + " must have " + likeName + "'s shape " + shapeStr(like->shape));
+    if (t->dtype != q.dtype)
+      fail(std::string(name) + " is " + dsl::to_string(t->dtype) + " but q is " + dsl::to_string(q.dtype));
+  }
+  checkWritten({{"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
+               {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
+  if (options.scale && !std::isfinite(*options.scale))
+    fail("scale must be finite");
+  checkDevicePointers({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}, {"dq", &dq},
+                       {"dk", &dk}, {"dv", &dv}});
+  if (dk.numel() == 0 && dq.numel() == 0)
+    return;
+
+  const int64_t padded = paddedHeadDim(p.head_dim), group = p.heads_q / p.heads_kv;
+  const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
+  const auto &kernels = backwardKernels(q.dtype);
+  auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
+  const auto batchHeads = static_cast<uint32_t>(p.batch * p.heads_q);
+  jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4));
+  if (p.n_q > 0) {
+    dsl::Config config = backwardConfig(padded, false, false);
+    kernels[0].launch_on(stream, {blocks(p.n_q, config["BLOCK_M"]), batchHeads, 1}, config, o.data, dout.data,
+                         delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
+                         dout.stride(0), dout.stride(1), dout.stride(2));
+  }
+  if (dk.numel() > 0) {
+    dsl::Config config = backwardConfig(padded, options.causal, true);
+    kernels[1].launch_on(stream, {blocks(p.n_kv, config["BLOCK_N"]), static_cast<uint32_t>(p.batch * p.heads_kv), 1},
+                         config, q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q,
+                         p.n_kv, p.heads_q, group, p.head_dim, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+                         k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), dout.stride(0),
+                         dout.stride(1), dout.stride(2), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
+                         dv.stride(1), dv.stride(2), scale);
+  }
+  if (dq.numel() > 0) {
+    dsl::Config config = backwardConfig(padded, options.causal, false);
+    kernels[2].launch_on(stream, {blocks(p.n_q, config["BLOCK_M"]), batchHeads, 1}, config, q.data, k.data, v.data,
+                         dout.data, lse.data, delta.data(), dq.data, p.n_q, p.n_kv, p.heads_q, group, p.head_dim,
+                         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
+                         v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dq.stride(0),
+                         dq.stride(1), dq.stride(2), scale);
+  }
+  jit::synchronize(stream);
 }
 
 } // namespace tessera::kernels

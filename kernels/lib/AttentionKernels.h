@@ -12,6 +12,14 @@ namespace tessera::kernels::detail {
 /// batch * heads_q).
 dsl::Kernel attention_forward_kernel(dsl::DType dtype);
 
+/// The backward pass (FlashAttention 2, deterministic): delta = rowsum(dO * O) per query row
+/// (grid (cdiv(n_q, BLOCK_M), batch * heads_q)); dK, dV per key block of a KV head, summing
+/// the query heads of its group in order (grid (cdiv(n_kv, BLOCK_N), batch * heads_kv)); dQ
+/// per query block (grid as the forward's). Same layouts and meta parameters as the forward.
+dsl::Kernel attention_backward_delta_kernel(dsl::DType dtype);
+dsl::Kernel attention_backward_dkdv_kernel(dsl::DType dtype);
+dsl::Kernel attention_backward_dq_kernel(dsl::DType dtype);
+
 } // namespace tessera::kernels::detail
 
 #endif // TESSERA_KERNELS_LIB_ATTENTIONKERNELS_H

@@ -1,5 +1,5 @@
-// The attention library's C++ API, run through the interpreter (TESSERA_INTERPRET=1) against
-// an fp64 CPU reference: causal (bottom-right), GQA/MQA, padded head dims, BSHD and BHSD
+// The attention library's C++ API, forward and backward, run through the interpreter
+// (TESSERA_INTERPRET=1) against an fp64 CPU reference: causal (bottom-right), GQA/MQA, padded head dims, BSHD and BHSD
 // strides, both dtypes; and every bad input rejected with a message naming it.
 #include "tessera/kernels/attention.h"
 
@@ -200,6 +200,131 @@ TEST_F(AttentionApiErrors, EveryConfigOfTheSpaceIsValid) {
         EXPECT_EQ(config["CAUSAL"], causal ? 1 : 0);
         EXPECT_GE(config["BLOCK_M"] / config["num_warps"], 16) << config.str() << ": a warp must own 16 rows";
       }
+}
+
+} // namespace
+
+namespace {
+
+// attention_backward through the interpreter against fp64 CPU gradients: max error within 3x
+// that of a naive same-dtype backward (DESIGN.md), finite, bitwise repeatable.
+using AttentionBackwardApi = Interpreted<::testing::TestWithParam<Case>>;
+
+TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
+  const Case c = GetParam();
+  const bool bf16 = c.dtype == DType::bf16;
+  auto to16 = [&](float x) { return bf16 ? to_bf16(x) : to_half(x); };
+  auto from16 = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  std::mt19937 rng(c.n_kv * 77 + c.d);
+  std::normal_distribution<float> normal;
+  auto make = [&](int n, int heads) { return Buffer(c.dtype, c.batch, n, heads, c.d, c.bhsd); };
+  Buffer q = make(c.n_q, c.heads_q), k = make(c.n_kv, c.heads_kv), v = make(c.n_kv, c.heads_kv),
+         o = make(c.n_q, c.heads_q), dout = make(c.n_q, c.heads_q);
+  for (Buffer *b : {&q, &k, &v, &dout})
+    for (uint16_t &x : b->memory.data)
+      x = to16(normal(rng));
+  Registered<float> lse(std::vector<float>(size_t(c.batch) * c.heads_q * c.n_q, NAN));
+  TensorView lse_view{lse.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
+  AttentionOptions options;
+  options.causal = c.causal;
+  attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
+  Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
+  attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);
+
+  auto head_of = [&](Buffer &buffer, int b, int h, int n) {
+    std::vector<uint16_t> rows(size_t(n) * c.d);
+    for (int i = 0; i < n; ++i)
+      for (int e = 0; e < c.d; ++e)
+        rows[size_t(i) * c.d + e] = buffer.at(b, i, h, e);
+    return rows;
+  };
+  // Per query head, summed into the KV heads for dK and dV.
+  const double scale = 1 / std::sqrt(double(c.d));
+  struct Worst {
+    double ours = 0, naive = 0;
+    bool finite = true;
+  } worst[3]; // dq, dk, dv
+  for (int b = 0; b < c.batch; ++b)
+    for (int hk = 0; hk < c.heads_kv; ++hk) {
+      std::vector<double> exactK(size_t(c.n_kv) * c.d), naiveK(exactK.size()), exactV(exactK.size()),
+          naiveV(exactK.size());
+      auto kh = head_of(k, b, hk, c.n_kv), vh = head_of(v, b, hk, c.n_kv);
+      for (int h = hk * (c.heads_q / c.heads_kv); h < (hk + 1) * (c.heads_q / c.heads_kv); ++h) {
+        auto qh = head_of(q, b, h, c.n_q), doh = head_of(dout, b, h, c.n_q);
+        examples::AttentionBackwardReference ref = examples::attention_backward_reference(
+            qh.data(), kh.data(), vh.data(), doh.data(), c.n_q, c.n_kv, c.d, scale, c.causal, bf16);
+        for (int i = 0; i < c.n_q; ++i)
+          for (int e = 0; e < c.d; ++e) {
+            double got = from16(dq.at(b, i, h, e)), exact = ref.exact.dq[size_t(i) * c.d + e];
+            worst[0].finite &= std::isfinite(got);
+            worst[0].ours = std::max(worst[0].ours, std::abs(got - exact));
+            worst[0].naive = std::max(worst[0].naive, std::abs(ref.naive.dq[size_t(i) * c.d + e] - exact));
+          }
+        for (size_t x = 0; x < exactK.size(); ++x) {
+          exactK[x] += ref.exact.dk[x], naiveK[x] += ref.naive.dk[x];
+          exactV[x] += ref.exact.dv[x], naiveV[x] += ref.naive.dv[x];
+        }
+      }
+      for (int j = 0; j < c.n_kv; ++j)
+        for (int e = 0; e < c.d; ++e) {
+          size_t x = size_t(j) * c.d + e;
+          for (auto [w, got, exact, naive] :
+               {std::tuple<Worst *, double, double, double>{&worst[1], from16(dk.at(b, j, hk, e)), exactK[x], naiveK[x]},
+                {&worst[2], from16(dv.at(b, j, hk, e)), exactV[x], naiveV[x]}}) {
+            w->finite &= std::isfinite(got);
+            w->ours = std::max(w->ours, std::abs(got - exact));
+            w->naive = std::max(w->naive, std::abs(naive - exact));
+          }
+        }
+    }
+  const char *names[] = {"dq", "dk", "dv"};
+  for (int g = 0; g < 3; ++g) {
+    EXPECT_TRUE(worst[g].finite) << c << ": " << names[g] << " has NaN/Inf or unwritten elements";
+    EXPECT_LE(worst[g].ours, 3 * worst[g].naive + (bf16 ? 8e-3 : 2e-3))
+        << c << ": " << names[g] << " (naive " << worst[g].naive << ")";
+  }
+
+  // Deterministic: a second backward writes the same bits.
+  Buffer dq2 = make(c.n_q, c.heads_q), dk2 = make(c.n_kv, c.heads_kv), dv2 = make(c.n_kv, c.heads_kv);
+  attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq2.view, dk2.view, dv2.view, options);
+  EXPECT_EQ(dq.memory.data, dq2.memory.data);
+  EXPECT_EQ(dk.memory.data, dk2.memory.data);
+  EXPECT_EQ(dv.memory.data, dv2.memory.data);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionBackwardApi,
+    ::testing::Values(Case{1, 17, 17, 2, 2, 64, false, false, DType::f16},
+                      Case{1, 40, 70, 4, 2, 32, true, true, DType::bf16},  // GQA, BHSD
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16}, // 40 rows see no key
+                      Case{2, 33, 50, 2, 1, 96, false, false, DType::bf16}, // MQA, padded d
+                      Case{1, 20, 40, 1, 1, 256, true, true, DType::f16}));
+
+class AttentionBackwardErrors : public Interpreted<> {};
+
+TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
+  Buffer q(DType::f16, 1, 16, 2, 32, false), k(DType::f16, 1, 16, 2, 32, false), v(DType::f16, 1, 16, 2, 32, false),
+      o(DType::f16, 1, 16, 2, 32, false), dout(DType::f16, 1, 16, 2, 32, false), dq(DType::f16, 1, 16, 2, 32, false),
+      dk(DType::f16, 1, 16, 2, 32, false), dv(DType::f16, 1, 16, 2, 32, false);
+  Registered<float> lse(std::vector<float>(32));
+  TensorView lse_view{lse.ptr(), DType::f32, {1, 2, 16}, {}, DeviceType::cpu};
+  auto expectError = [&](const TensorView &dq_view, const TensorView &dk_view, const std::string &needle) {
+    try {
+      attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq_view, dk_view, dv.view);
+      ADD_FAILURE() << "no error; expected one saying: " << needle;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  TensorView bad = dk.view;
+  bad.shape[1] = 15;
+  expectError(dq.view, bad, "attention_backward: dk [1, 15, 2, 32] must have k's shape [1, 16, 2, 32]");
+  expectError(q.view, dk.view, "attention_backward: dq overlaps q");
+  TensorView alias = dq.view;
+  expectError(dq.view, alias, "attention_backward: dk overlaps dq");
+  bad = dq.view;
+  bad.dtype = DType::bf16;
+  expectError(bad, dk.view, "attention_backward: dq is bf16 but q is f16");
 }
 
 } // namespace

@@ -91,6 +91,8 @@ private:
 
 /// Wait for all work on the device.
 void synchronize();
+/// Wait for the work queued on `stream` (a CUstream; nullptr: all work of the context).
+void synchronize(void *stream);
 
 /// Copy `bytes` between device buffers.
 void copy_device(void *dst, const void *src, size_t bytes);

@@ -51,6 +51,16 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
 void attention_forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                        const TensorView &lse, const AttentionOptions &options = {}, void *stream = nullptr);
 
+/// Gradients of attention_forward: from q, k, v, the forward's o and lse and the output
+/// gradient dout (like o), fills dq (like q), dk and dv (like k) in q's dtype. Deterministic:
+/// bitwise the same on every run (dk, dv sum the query heads of a GQA group in order). The
+/// views follow attention_forward's rules; outputs must not overlap anything. `options` as
+/// for the forward (its config is ignored: the backward has its own per head dim). Launches
+/// on `stream` and waits for it (the per-row workspace is freed on return).
+void attention_backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                        const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                        const TensorView &dv, const AttentionOptions &options = {}, void *stream = nullptr);
+
 } // namespace tessera::kernels
 
 #endif // TESSERA_KERNELS_ATTENTION_H

@@ -1,0 +1,148 @@
+#include "AttentionKernels.h"
+
+#include "tessera/kernels/online_softmax.h"
+
+#include <cmath>
+
+namespace tessera::kernels::detail {
+namespace {
+
+using namespace tessera::dsl;
+
+constexpr double kLog2e = OnlineSoftmax::log2e;
+
+/// delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] in f32: the row term of dS.
+template <typename T> Kernel preprocess() {
+  return kernel("attention_bwd_delta", [](Ptr<T> o, Ptr<T> dout, Ptr<f32> delta, Int n_q, Int heads_q, Int head_dim,
+                                          Long o_sb, Long o_sn, Long o_sh, Long do_sb, Long do_sn, Long do_sh,
+                                          const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], d = cfg["HEAD_DIM"];
+    Tile batch_head = program_id(1);
+    Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
+    Tile rows = program_id(0) * bm + arange(0, bm);
+    Tile dims = arange(0, d);
+    Tile ok = expand_dims(rows, 1) < n_q && expand_dims(dims, 0) < head_dim;
+    Tile o_tile = load(o + batch * o_sb + head * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0), ok, 0);
+    Tile do_tile = load(dout + batch * do_sb + head * do_sh + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), ok, 0);
+    store(delta + batch_head.to<i64>() * n_q + rows, sum(o_tile.to<f32>() * do_tile.to<f32>(), 1), rows < n_q);
+  });
+}
+
+/// dK and dV of one key block of one KV head: the query blocks of every query head of its
+/// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
+template <typename T> Kernel keysAndValues() {
+  return kernel("attention_bwd_dkdv", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
+                                         Ptr<T> dk, Ptr<T> dv, Int n_q, Int n_kv, Int heads_q, Int group,
+                                         Int head_dim, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn,
+                                         Long k_sh, Long v_sb, Long v_sn, Long v_sh, Long do_sb, Long do_sn,
+                                         Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
+                                         Long dv_sh, Float scale, const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    const bool causal = cfg.get("CAUSAL", 0) != 0;
+    Tile heads_kv = heads_q / group;
+    Tile batch_head = program_id(1);
+    Tile batch = (batch_head / heads_kv).to<i64>(), kv_head = (batch_head % heads_kv).to<i64>();
+    Tile cols = program_id(0) * bn + arange(0, bn); // this program's keys
+    Tile dims = arange(0, d);
+    Tile dim_ok = expand_dims(dims, 0) < head_dim;
+    Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+    Tile k_tile = load(k + batch * k_sb + kv_head * k_sh + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), key_ok, 0);
+    Tile v_tile = load(v + batch * v_sb + kv_head * v_sh + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), key_ok, 0);
+    Tile qk_scale = scale * kLog2e;
+    // Causal, bottom-right aligned: query i sees key j when j <= i + diagonal, so the first
+    // query block that sees this key block starts at (first key - diagonal) rounded down.
+    Tile diagonal = n_kv - n_q;
+    Tile m_begin = 0;
+    if (causal)
+      m_begin = maximum(program_id(0) * bn - diagonal, 0) / bm * bm;
+
+    Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
+    for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
+      Tile head = kv_head * group + member.to<i64>();
+      Tile q_base = q + batch * q_sb + head * q_sh, do_base = dout + batch * do_sb + head * do_sh;
+      Tile row_base = (batch.to<i32>() * heads_q + head.to<i32>()) * n_q;
+      for_range(m_begin, n_q, bm, {dk_acc, dv_acc}, [&](Tile start) {
+        Tile rows = start + arange(0, bm);
+        Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+        Tile q_tile = load(q_base + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0), row_ok, 0);
+        Tile do_tile = load(do_base + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), row_ok, 0);
+        // lse is +inf-safe: rows past n_q read 0 and are masked below.
+        Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
+        Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+        Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
+        if (causal)
+          visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
+        // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
+        // lse = -inf and P = 0.
+        Tile s_t = dot(k_tile, trans(q_tile)) * qk_scale;
+        Tile p_t = where(visible, exp2(s_t - expand_dims(row_lse, 0)), 0.0);
+        dv_acc = dot(p_t.to(T::dtype), do_tile, dv_acc);
+        Tile dp_t = dot(v_tile, trans(do_tile));
+        Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
+        dk_acc = dot(ds_t.to(T::dtype), q_tile, dk_acc);
+      });
+    });
+    Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+    store(dk + batch * dk_sb + kv_head * dk_sh + expand_dims(cols, 1) * dk_sn + expand_dims(dims, 0),
+          (dk_acc * scale).to(T::dtype), out_ok);
+    store(dv + batch * dv_sb + kv_head * dv_sh + expand_dims(cols, 1) * dv_sn + expand_dims(dims, 0),
+          dv_acc.to(T::dtype), out_ok);
+  });
+}
+
+/// dQ of one query block: every key block it sees, P recomputed from the saved LSE.
+template <typename T> Kernel queries() {
+  return kernel("attention_bwd_dq", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
+                                       Ptr<T> dq, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim,
+                                       Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb,
+                                       Long v_sn, Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb,
+                                       Long dq_sn, Long dq_sh, Float scale, const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    const bool causal = cfg.get("CAUSAL", 0) != 0;
+    Tile batch_head = program_id(1);
+    Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
+    Tile kv_head = head / group;
+    Tile rows = program_id(0) * bm + arange(0, bm);
+    Tile dims = arange(0, d);
+    Tile dim_ok = expand_dims(dims, 0) < head_dim;
+    Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+    Tile q_tile = load(q + batch * q_sb + head * q_sh + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0), row_ok, 0);
+    Tile do_tile = load(dout + batch * do_sb + head * do_sh + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), row_ok, 0);
+    Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * kLog2e;
+    Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
+    Tile k_base = k + batch * k_sb + kv_head * k_sh, v_base = v + batch * v_sb + kv_head * v_sh;
+    Tile qk_scale = scale * kLog2e;
+    Tile diagonal = n_kv - n_q;
+    Tile kv_end = n_kv;
+    if (causal)
+      kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
+
+    Tile dq_acc = zeros({bm, d}, DType::f32);
+    for_range(0, kv_end, bn, {dq_acc}, [&](Tile start) {
+      Tile cols = start + arange(0, bn);
+      Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+      Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), col_ok, 0);
+      Tile v_tile = load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), col_ok, 0);
+      Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
+      if (causal)
+        visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
+      Tile s = dot(q_tile, trans(k_tile)) * qk_scale;
+      Tile p = where(visible, exp2(s - expand_dims(row_lse, 1)), 0.0);
+      Tile dp = dot(do_tile, trans(v_tile));
+      Tile ds = p * (dp - expand_dims(row_delta, 1));
+      dq_acc = dot(ds.to(T::dtype), k_tile, dq_acc);
+    });
+    store(dq + batch * dq_sb + head * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
+          (dq_acc * scale).to(T::dtype), row_ok);
+  });
+}
+
+} // namespace
+
+Kernel attention_backward_delta_kernel(DType dtype) { return dtype == DType::bf16 ? preprocess<bf16>() : preprocess<f16>(); }
+Kernel attention_backward_dkdv_kernel(DType dtype) {
+  return dtype == DType::bf16 ? keysAndValues<bf16>() : keysAndValues<f16>();
+}
+Kernel attention_backward_dq_kernel(DType dtype) { return dtype == DType::bf16 ? queries<bf16>() : queries<f16>(); }
+
+} // namespace tessera::kernels::detail
