@@ -5,9 +5,10 @@
 //   tessera tune --export FILE              write this GPU model's tuning results to FILE
 //   tessera tune --import FILE              merge FILE's results for this GPU model
 //   tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV] [--config I]
-//                                           run flash attention forward on random inputs, check
+//                   [--backward]            run flash attention forward on random inputs, check
 //                                           it against the NVRTC fp64 reference, time it (with
 //                                           the tuned config, or config I of the tuning space)
+//                                           and, with --backward, the gradients too
 #include "tessera/compiler/Compiler.h"
 #include "tessera/dsl/fp16.h"
 #include "tessera/error.h"
@@ -35,7 +36,7 @@ int usage() {
   std::fprintf(stderr, "usage: tessera info\n       tessera cache clear\n"
                        "       tessera tune matmul M N K [bf16|fp16]\n"
                        "       tessera tune --export FILE | --import FILE\n"
-                       "       tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV] [--config I]\n");
+                       "       tessera attention --b B --h H --n N --d D [--causal] [--bf16] [--hkv HKV] [--nkv NKV] [--config I] [--backward]\n");
   return 2;
 }
 
@@ -77,7 +78,7 @@ int tuneMatmul(int64_t M, int64_t N, int64_t K, bool bf16) {
 /// Random inputs, one checked run, then the median time of timed runs (CUDA events). Without
 /// a GPU the same kernel runs through the interpreter at a size it finishes in seconds, checked
 /// against the CPU reference.
-int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf16) {
+int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf16, bool backward) {
   using namespace tessera;
   auto flag = [&](const char *name, int64_t fallback) {
     auto it = flags.find(name);
@@ -193,10 +194,32 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
     if (i >= 5)
       times.push_back(stop.elapsed_since(start));
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  double ms = times[times.size() / 2];
+  auto median = [](std::vector<double> t) {
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  };
+  double ms = median(times);
   double visible = causal ? (N <= Nkv ? N * (Nkv - N + (N + 1) / 2.0) : Nkv * (Nkv + 1) / 2.0) : double(N) * Nkv;
-  std::printf("time %.3f ms (median of 25), %.1f TFLOP/s\n", ms, 4.0 * B * H * visible * D / (ms * 1e9));
+  const double flops = 4.0 * B * H * visible * D;
+  std::printf("time %.3f ms (median of 25), %.1f TFLOP/s\n", ms, flops / (ms * 1e9));
+  if (backward) {
+    // The gradients' time (2.5x the forward's FLOPs), not checked here (tests do that).
+    std::vector<uint16_t> dob;
+    std::vector<float> dof;
+    jit::DeviceBuffer dout = make(N, H, 4, dob, dof), dq(qb.size() * 2), dk(kb.size() * 2), dv(vb.size() * 2);
+    times.clear();
+    for (int i = 0; i < 13; ++i) {
+      start.record();
+      kernels::attention_backward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView,
+                                  view(dout, N, H), view(dq, N, H), view(dk, Nkv, Hkv), view(dv, Nkv, Hkv), options);
+      stop.record();
+      stop.synchronize();
+      if (i >= 3)
+        times.push_back(stop.elapsed_since(start));
+    }
+    ms = median(times);
+    std::printf("backward %.3f ms (median of 10), %.1f TFLOP/s\n", ms, 2.5 * flops / (ms * 1e9));
+  }
   return passed ? 0 : 1;
 }
 
@@ -242,19 +265,21 @@ int main(int argc, char **argv) {
     }
     if (command == "attention") {
       std::map<std::string, int64_t> flags;
-      bool causal = false, bf16 = false;
+      bool causal = false, bf16 = false, backward = false;
       for (int i = 2; i < argc; ++i) {
         std::string arg = argv[i];
         if (arg == "--causal")
           causal = true;
         else if (arg == "--bf16")
           bf16 = true;
+        else if (arg == "--backward")
+          backward = true;
         else if (arg.rfind("--", 0) == 0 && i + 1 < argc && (std::atoll(argv[i + 1]) > 0 || std::string(argv[i + 1]) == "0"))
           flags[arg.substr(2)] = std::atoll(argv[++i]);
         else
           return usage();
       }
-      return attention(flags, causal, bf16);
+      return attention(flags, causal, bf16, backward);
     }
     if (command == "cache" && argc == 3 && std::string(argv[2]) == "clear") {
       long long removed = tessera::jit::cache_clear();
