@@ -1,0 +1,170 @@
+"""tessera: flash attention written in the tessera tile DSL, called from Python.
+
+    import tessera
+    out = tessera.flash_attn(q, k, v, causal=True)       # torch tensors, with autograd
+    out, lse = tessera.attention_forward(q, k, v)         # numpy arrays or any DLPack producer
+
+Tensors are (batch, seqlen, heads, head_dim) ("bshd", FlashAttention's order) or, with
+layout="bhsd", (batch, heads, seqlen, head_dim) (PyTorch SDPA's order); fp16 or bf16; k and v
+may have fewer heads than q (GQA/MQA). Without a GPU, TESSERA_INTERPRET=1 runs the same
+kernels on the CPU through the interpreter (slowly), on CPU tensors.
+"""
+import math
+import os
+
+from . import _tessera
+from ._tessera import Error
+
+__all__ = ["Error", "attention_forward", "attention_backward", "flash_attn", "info", "cache_dir", "cache_clear"]
+
+_LAYOUTS = ("bshd", "bhsd")
+
+
+def info():
+    """The GPU tessera would use (or why none), its kernel cache, and whether it interprets."""
+    available, why = _tessera.gpu_available()
+    return {"gpu": _tessera.device_name() if available else None, "why_no_gpu": None if available else why,
+            "interpret": os.environ.get("TESSERA_INTERPRET", "0") not in ("", "0"), "cache_dir": _tessera.cache_dir()}
+
+
+def cache_dir():
+    """Where compiled kernels and tuning results are kept ($TESSERA_CACHE_DIR)."""
+    return _tessera.cache_dir()
+
+
+def cache_clear():
+    """Remove every compiled kernel from the disk cache; how many were removed."""
+    return _tessera.cache_clear()
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def _is_torch(x):
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _as_array(x, name):
+    """x as a numpy array or a torch tensor (other DLPack producers converted without a copy)."""
+    import numpy
+    if isinstance(x, numpy.ndarray) or _is_torch(x):
+        return x
+    if hasattr(x, "__dlpack__"):
+        device, _ = x.__dlpack_device__()
+        if device == 1:
+            return numpy.from_dlpack(x)
+        torch = _torch()
+        if torch is None:
+            raise TypeError(f"tessera: {name} is a GPU DLPack tensor; converting it needs torch")
+        return torch.utils.dlpack.from_dlpack(x)
+    raise TypeError(f"tessera: {name} must be a torch tensor, a numpy array or a DLPack producer, "
+                    f"not {type(x).__name__}")
+
+
+def _dtype_name(x, name):
+    text = str(x.dtype).replace("torch.", "")
+    names = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+    if text not in names:
+        raise TypeError(f"tessera: {name} has dtype {text}; f16 or bf16 (f32 for lse)")
+    return names[text]
+
+
+def _descriptor(x, name, layout="bshd"):
+    """(data, dtype, shape, strides, device) of x seen as (batch, seqlen, heads, head_dim)."""
+    if _is_torch(x):
+        data, shape, strides = x.data_ptr(), list(x.shape), list(x.stride())
+        device = 2 if x.is_cuda else 1
+        if x.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"tessera: {name} is on {x.device}; CPU or CUDA tensors only")
+    else:
+        data, shape = x.ctypes.data, list(x.shape)
+        if any(s % x.itemsize for s in x.strides):
+            raise ValueError(f"tessera: {name} has strides that are not whole elements")
+        strides, device = [s // x.itemsize for s in x.strides], 1
+    if layout == "bhsd" and len(shape) == 4:
+        shape[1], shape[2] = shape[2], shape[1]
+        strides[1], strides[2] = strides[2], strides[1]
+    return (data, _dtype_name(x, name), shape, strides, device)
+
+
+def _stream(x):
+    torch = _torch()
+    if _is_torch(x) and x.is_cuda:
+        return torch.cuda.current_stream(x.device).cuda_stream
+    return 0
+
+
+def _check_layout(layout):
+    if layout not in _LAYOUTS:
+        raise ValueError(f"tessera: layout must be one of {_LAYOUTS}, not {layout!r}")
+
+
+def _empty_like(x, shape=None, float32=False):
+    if _is_torch(x):
+        torch = _torch()
+        if shape is None:
+            return torch.empty_like(x)
+        return torch.empty(shape, dtype=torch.float32 if float32 else x.dtype, device=x.device)
+    import numpy
+    return numpy.empty_like(x) if shape is None else numpy.empty(shape, numpy.float32 if float32 else x.dtype)
+
+
+def _lse_shape(q, layout):
+    """(batch, heads, seqlen) of q."""
+    batch, a, b, _ = q.shape
+    return (batch, a, b) if layout == "bhsd" else (batch, b, a)
+
+
+def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
+    """O = softmax(q k^T * scale) v and the fp32 natural-log LSE per query row, (batch, heads,
+    seqlen_q). Causal masks are aligned bottom-right when seqlen_q != seqlen_k. No autograd
+    (see flash_attn)."""
+    _check_layout(layout)
+    q, k, v = (_as_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    if q.ndim != 4:
+        raise ValueError(f"tessera: q must have 4 dimensions ({layout}), got shape {tuple(q.shape)}")
+    o = _empty_like(q)
+    lse = _empty_like(q, _lse_shape(q, layout), float32=True)
+    _tessera.attention_forward(*(_descriptor(x, n, layout) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"))),
+                               _descriptor(lse, "lse"), causal, scale, _stream(q))
+    return o, lse
+
+
+def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd"):
+    """dq, dk, dv of attention_forward for the output gradient dout (deterministic)."""
+    _check_layout(layout)
+    q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
+                             ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
+    dq, dk, dv = _empty_like(q), _empty_like(k), _empty_like(v)
+    named = ((q, "q"), (k, "k"), (v, "v"), (o, "o"))
+    _tessera.attention_backward(*(_descriptor(x, n, layout) for x, n in named), _descriptor(lse, "lse"),
+                                *(_descriptor(x, n, layout) for x, n in ((dout, "dout"), (dq, "dq"), (dk, "dk"), (dv, "dv"))),
+                                causal, scale, _stream(q))
+    return dq, dk, dv
+
+
+def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=False, layout="bshd"):
+    """Attention on torch tensors with autograd through tessera's backward kernels; a torch
+    custom op (tessera::flash_attn) with a fake implementation, so torch.compile traces it."""
+    if block_mask is not None:
+        raise NotImplementedError("tessera: block_mask arrives with block-sparse attention")
+    _check_layout(layout)
+    torch = _torch()
+    if torch is None or not all(_is_torch(x) for x in (q, k, v)):
+        raise TypeError("tessera.flash_attn takes torch tensors (attention_forward takes numpy/DLPack)")
+    if q.dim() != 4:
+        raise ValueError(f"tessera: q must have 4 dimensions ({layout}), got shape {tuple(q.shape)}")
+    if layout == "bhsd":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    from . import _torch_ops
+    o, lse = _torch_ops.flash_attn(q, k, v, causal, scale)
+    if layout == "bhsd":
+        o = o.transpose(1, 2)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,59 @@
+"""tessera's attention as torch custom ops (tessera::flash_attn_fwd/bwd) with fake
+implementations for torch.compile and autograd through the backward kernels. Tensors here
+are (batch, seqlen, heads, head_dim) views."""
+import torch
+
+from . import _descriptor, _stream, _tessera
+
+
+@torch.library.custom_op("tessera::flash_attn_fwd", mutates_args=())
+def flash_attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                   scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    o = torch.empty_like(q)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    _tessera.attention_forward(_descriptor(q, "q"), _descriptor(k, "k"), _descriptor(v, "v"), _descriptor(o, "o"),
+                               _descriptor(lse, "lse"), causal, scale, _stream(q))
+    return o, lse
+
+
+@flash_attn_fwd.register_fake
+def _(q, k, v, causal, scale):
+    return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("tessera::flash_attn_bwd", mutates_args=())
+def flash_attn_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                   dout: torch.Tensor, causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    _tessera.attention_backward(*(_descriptor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"),
+                                                                   (lse, "lse"), (dout, "dout"), (dq, "dq"),
+                                                                   (dk, "dk"), (dv, "dv"))),
+                                causal, scale, _stream(q))
+    return dq, dk, dv
+
+
+@flash_attn_bwd.register_fake
+def _(q, k, v, o, lse, dout, causal, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    # The kernels need a dense last dimension; autograd may hand an expanded gradient.
+    dout = dout if dout.stride(-1) == 1 else dout.contiguous()
+    dq, dk, dv = flash_attn_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+flash_attn_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def flash_attn(q, k, v, causal, scale):
+    return flash_attn_fwd(q, k, v, causal, scale)

@@ -1,0 +1,133 @@
+"""The tessera package without a GPU: numpy arrays through the interpreter against a float64
+numpy reference (forward and gradients, causal, GQA, both layouts), and errors as Python
+exceptions. torch tests run where torch is installed; GPU tests where there is a GPU."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+@pytest.fixture(autouse=True)
+def interpret(monkeypatch):
+    monkeypatch.setenv("TESSERA_INTERPRET", "1")
+
+
+def reference(q, k, v, dout, causal, scale):
+    """Float64 attention and its gradients, (batch, seqlen, heads, d) arrays, GQA by repetition."""
+    q, k, v, dout = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, dout))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) * scale
+    n_q, n_kv = s.shape[-2:]
+    if causal:
+        visible = np.arange(n_kv)[None, :] <= np.arange(n_q)[:, None] + (n_kv - n_q)
+        s = np.where(visible, s, -np.inf)
+    peak = s.max(-1, keepdims=True)
+    peak = np.where(np.isinf(peak), 0, peak)
+    e = np.exp(s - peak)
+    total = e.sum(-1, keepdims=True)
+    p = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+    o = p @ v
+    lse = np.where(total[..., 0] > 0, np.log(np.where(total[..., 0] > 0, total[..., 0], 1)) + peak[..., 0], -np.inf)
+    dv = p.transpose(0, 1, 3, 2) @ dout
+    dp = dout @ v.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dout * o).sum(-1, keepdims=True))
+    dq, dk = ds @ k * scale, ds.transpose(0, 1, 3, 2) @ q * scale
+    fold = lambda x: x.reshape(x.shape[0], -1, group, *x.shape[2:]).sum(2)  # GQA: sum the group
+    back = lambda x: x.transpose(0, 2, 1, 3)
+    return back(o), lse, back(dq), back(fold(dk)), back(fold(dv))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_forward_and_backward_match_float64(causal, layout):
+    rng = np.random.default_rng(0)
+    b, n_q, n_kv, h, h_kv, d = 2, 37, 45, 4, 2, 32
+    shape = lambda n, heads: (b, n, heads, d) if layout == "bshd" else (b, heads, n, d)
+    q, k, v = (rng.standard_normal(shape(n, heads)).astype(np.float16)
+               for n, heads in ((n_q, h), (n_kv, h_kv), (n_kv, h_kv)))
+    dout = rng.standard_normal(shape(n_q, h)).astype(np.float16)
+    o, lse = tessera.attention_forward(q, k, v, causal=causal, layout=layout)
+    assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (b, h, n_q) and lse.dtype == np.float32
+    dq, dk, dv = tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, layout=layout)
+
+    to_bshd = (lambda x: x) if layout == "bshd" else (lambda x: x.transpose(0, 2, 1, 3))
+    want = reference(*(to_bshd(x) for x in (q, k, v, dout)), causal, 1 / math.sqrt(d))
+    got = [to_bshd(x).astype(np.float64) for x in (o,)] + [lse] + [to_bshd(x).astype(np.float64) for x in (dq, dk, dv)]
+    for name, g, w, tol in zip(("o", "lse", "dq", "dk", "dv"), got, want, (2e-3, 1e-3, 1e-2, 1e-2, 1e-2)):
+        finite = np.isfinite(w)
+        assert np.array_equal(np.isfinite(g), finite), name
+        assert np.abs(g[finite] - w[finite]).max() <= tol, name
+
+
+def test_rows_without_keys_give_zero_and_minus_infinity():
+    q = np.ones((1, 8, 1, 16), np.float16)
+    k = v = np.ones((1, 3, 1, 16), np.float16)
+    o, lse = tessera.attention_forward(q, k, v, causal=True)
+    assert (o[0, :5] == 0).all() and np.isneginf(lse[0, 0, :5]).all()
+    assert np.isfinite(o).all() and np.isfinite(lse[0, 0, 5:]).all()
+
+
+def test_any_dlpack_producer_works_for_the_forward():
+    class Producer:  # a minimal DLPack producer wrapping a numpy array
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((1, 20, 2, 16)).astype(np.float16) for _ in range(3))
+    o, _ = tessera.attention_forward(Producer(q), Producer(k), Producer(v))
+    expected, _ = tessera.attention_forward(q, k, v)
+    assert np.array_equal(o, expected)
+
+
+def test_errors_are_python_exceptions_with_the_message():
+    q = np.zeros((1, 16, 2, 32), np.float16)
+    with pytest.raises(TypeError, match="dtype float64"):
+        tessera.attention_forward(q.astype(np.float64), q, q)
+    with pytest.raises(tessera.Error, match="k .* does not match q"):
+        tessera.attention_forward(q, np.zeros((1, 16, 2, 64), np.float16), np.zeros((1, 16, 2, 64), np.float16))
+    with pytest.raises(ValueError, match="head_dim 300 is not supported"):
+        big = np.zeros((1, 4, 1, 300), np.float16)
+        tessera.attention_forward(big, big, big)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        tessera.attention_forward(q, q, q, layout="sbhd")
+    with pytest.raises(TypeError, match="must be a torch tensor, a numpy array or a DLPack producer"):
+        tessera.attention_forward([1, 2], q, q)
+
+
+def test_cpu_memory_without_the_interpreter_is_refused(monkeypatch):
+    monkeypatch.setenv("TESSERA_INTERPRET", "0")
+    q = np.zeros((1, 16, 2, 32), np.float16)
+    with pytest.raises(tessera.Error, match="q is host memory; expected CUDA memory"):
+        tessera.attention_forward(q, q, q)
+
+
+def test_info_and_cache():
+    info = tessera.info()
+    assert info["interpret"] is True and isinstance(info["cache_dir"], str)
+    assert (info["gpu"] is None) == (info["why_no_gpu"] is not None)
+    assert tessera.cache_dir() == info["cache_dir"]
+
+
+torch = pytest.importorskip("torch") if os.environ.get("TESSERA_TEST_TORCH") else None
+
+
+@pytest.mark.skipif(torch is None, reason="torch tests run with TESSERA_TEST_TORCH=1 where torch is installed")
+def test_flash_attn_autograd_matches_the_reference_on_cpu():
+    rng = np.random.default_rng(2)
+    q, k, v = (torch.tensor(rng.standard_normal((1, 2, 33, 32)), dtype=torch.float16, requires_grad=True)
+               for _ in range(3))
+    o = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert (o.float() - ref).abs().max() < 2e-3
+    o.float().sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
