@@ -75,6 +75,15 @@ def _dtype_name(x, name):
     return names[text]
 
 
+def _check_inputs(q, k, v, layout):
+    """What Python can say best: the types, dtypes and rank of q, k, v (the library checks the rest)."""
+    for x, name in ((q, "q"), (k, "k"), (v, "v")):
+        if _dtype_name(x, name) == "f32":
+            raise TypeError(f"tessera: {name} has dtype float32; f16 or bf16")
+    if q.ndim != 4:
+        raise ValueError(f"tessera: q must have 4 dimensions ({layout}), got shape {tuple(q.shape)}")
+
+
 def _descriptor(x, name, layout="bshd"):
     """(data, dtype, shape, strides, device) of x seen as (batch, seqlen, heads, head_dim)."""
     if _is_torch(x):
@@ -127,8 +136,7 @@ def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
     (see flash_attn)."""
     _check_layout(layout)
     q, k, v = (_as_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-    if q.ndim != 4:
-        raise ValueError(f"tessera: q must have 4 dimensions ({layout}), got shape {tuple(q.shape)}")
+    _check_inputs(q, k, v, layout)
     o = _empty_like(q)
     lse = _empty_like(q, _lse_shape(q, layout), float32=True)
     _tessera.attention_forward(*(_descriptor(x, n, layout) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"))),
@@ -141,6 +149,7 @@ def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="
     _check_layout(layout)
     q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
                              ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
+    _check_inputs(q, k, v, layout)
     dq, dk, dv = _empty_like(q), _empty_like(k), _empty_like(v)
     named = ((q, "q"), (k, "k"), (v, "v"), (o, "o"))
     _tessera.attention_backward(*(_descriptor(x, n, layout) for x, n in named), _descriptor(lse, "lse"),
@@ -158,8 +167,7 @@ def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=Fa
     torch = _torch()
     if torch is None or not all(_is_torch(x) for x in (q, k, v)):
         raise TypeError("tessera.flash_attn takes torch tensors (attention_forward takes numpy/DLPack)")
-    if q.dim() != 4:
-        raise ValueError(f"tessera: q must have 4 dimensions ({layout}), got shape {tuple(q.shape)}")
+    _check_inputs(q, k, v, layout)
     if layout == "bhsd":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)

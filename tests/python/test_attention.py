@@ -1,8 +1,7 @@
 """The tessera package without a GPU: numpy arrays through the interpreter against a float64
 numpy reference (forward and gradients, causal, GQA, both layouts), and errors as Python
-exceptions. torch tests run where torch is installed; GPU tests where there is a GPU."""
+exceptions (torch: test_torch.py)."""
 import math
-import os
 
 import numpy as np
 import pytest
@@ -93,6 +92,8 @@ def test_errors_are_python_exceptions_with_the_message():
     q = np.zeros((1, 16, 2, 32), np.float16)
     with pytest.raises(TypeError, match="dtype float64"):
         tessera.attention_forward(q.astype(np.float64), q, q)
+    with pytest.raises(TypeError, match="k has dtype float32; f16 or bf16"):
+        tessera.attention_forward(q, q.astype(np.float32), q)
     with pytest.raises(tessera.Error, match="k .* does not match q"):
         tessera.attention_forward(q, np.zeros((1, 16, 2, 64), np.float16), np.zeros((1, 16, 2, 64), np.float16))
     with pytest.raises(ValueError, match="head_dim 300 is not supported"):
@@ -116,18 +117,3 @@ def test_info_and_cache():
     assert info["interpret"] is True and isinstance(info["cache_dir"], str)
     assert (info["gpu"] is None) == (info["why_no_gpu"] is not None)
     assert tessera.cache_dir() == info["cache_dir"]
-
-
-torch = pytest.importorskip("torch") if os.environ.get("TESSERA_TEST_TORCH") else None
-
-
-@pytest.mark.skipif(torch is None, reason="torch tests run with TESSERA_TEST_TORCH=1 where torch is installed")
-def test_flash_attn_autograd_matches_the_reference_on_cpu():
-    rng = np.random.default_rng(2)
-    q, k, v = (torch.tensor(rng.standard_normal((1, 2, 33, 32)), dtype=torch.float16, requires_grad=True)
-               for _ in range(3))
-    o = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
-    assert (o.float() - ref).abs().max() < 2e-3
-    o.float().sum().backward()
-    assert q.grad is not None and torch.isfinite(q.grad).all()
