@@ -7,10 +7,13 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
   let summary = "Multi-stage software pipelining of tensor-core operand loads through shared memory";
   let description = [{
     In a loop whose body loads tiles that only feed `tile.dot` (16-bit elements, pointers from
-    index math), each such load becomes a ring of `tile.num_stages` shared-memory stages filled
-    by `tile.async_copy` (cp.async): the first stages - 1 iterations are copied before the loop,
-    and each iteration waits for its own stage, reads it and starts the copy for the iteration
-    stages - 1 ahead into the stage the previous iteration finished with.
+    index math), directly or through a 2-D `tile.trans` (read back `{transposed}`), each such
+    load becomes a ring of `tile.num_stages` shared-memory stages filled by `tile.async_copy`
+    (cp.async): the first stages - 1 iterations are copied before the loop, and each iteration
+    waits for its own stage, reads it and starts the copy for the iteration stages - 1 ahead
+    into the stage the previous iteration finished with. With `tile.invariant_operands_in_shared`
+    on the kernel, a tile loaded outside loops and used only by dots inside them is copied once
+    into a one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
   }];
 }
 
@@ -30,9 +33,15 @@ def TileAssignLayouts : Pass<"tile-assign-layouts", "mlir::ModuleOp"> {
   let description = [{
     Memory ops, ranges, splats and constants get the default blocked layout of their shape
     (vectors of 16 bytes of the narrowest accessed element along the last dimension);
-    reductions give the slice of their source's layout; expand_dims of a slice gives its
-    parent back; elementwise ops take their first tile operand's layout. Operands in another
-    layout than their op needs get a `tile.convert_layout`.
+    f16/bf16 dots get the mma layout (every warp on rows when one dot feeds another, as in
+    attention, so that row statistics stay in a warp and the first dot's accumulator is the
+    second's operand); reductions give the slice of their source's layout; expand_dims of a
+    slice gives its parent back; broadcasts keep an mma layout; elementwise ops take the
+    operand layout costliest to leave (mma and its slices before blocked), then the first.
+    Loop-carried tiles are carried in the layout their body yields when that one is costlier
+    to leave than their initial value's (found by assigning copies of the function until no
+    loop asks for another). Operands in another layout than their op needs get a
+    `tile.convert_layout`.
   }];
   let dependentDialects = ["::tessera::tile::TileDialect"];
 }
@@ -62,10 +71,13 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{
-    Pipeline rings (`tile.shared_alloc`) live for the whole kernel and get disjoint ranges
-    first. Layout conversions, cross-warp reductions and the CUDA-core dot use shared memory
-    only while they run (barriers before and after), so their scratch overlaps right after the
-    rings; each such op gets `tile.smem_offset`, the kernel `tile.shared_memory` (bytes).
+    Pipeline rings (`tile.shared_alloc`) are placed first fit, 128-byte aligned: rings in use
+    at the same time (from the first use to the end of the loop around the last) get disjoint
+    ranges, rings of sequential loops share memory (each pipelined loop ends with an
+    async_wait 0 and a barrier). Layout conversions, cross-warp reductions and the CUDA-core
+    dot use shared memory only while they run (barriers before and after), so their scratch
+    overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
+    `tile.shared_memory` (bytes).
   }];
 }
 
