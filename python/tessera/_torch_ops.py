@@ -41,6 +41,7 @@ def _setup_context(ctx, inputs, output):
     q, k, v, causal, scale = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
+    ctx.mark_non_differentiable(lse)  # no gradient flows through the LSE (as in FlashAttention)
     ctx.causal, ctx.scale = causal, scale
 
 
