@@ -203,6 +203,38 @@ TEST_F(TuningStore, AutotunerTunesOnceThenReusesAcrossProcesses) {
   EXPECT_EQ(measured, 12);
 }
 
+TEST_F(TuningStore, KeyExtraBucketsArgumentsIntoOneTuning) {
+  Kernel k = tessera::testing::probe("bucketed", [](tessera::testing::ProbeArgs &a) {
+    store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * a.f);
+  });
+  int measured = 0;
+  Autotuner::Options options;
+  options.key_extra = [](const std::vector<LaunchArg> &args) { // n rounded up to a power of two
+    int64_t p = 1;
+    while (p < args[3].integer())
+      p *= 2;
+    return "n" + std::to_string(p);
+  };
+  options.context = h200;
+  options.database = path_;
+  options.measure = [&](const Config &c) {
+    ++measured;
+    return fakeTime(c);
+  };
+  auto grid = [](const Config &c) { return Grid{uint32_t(c["BLOCK"])}; };
+  float *x = reinterpret_cast<float *>(0x1000);
+  Autotuner tuner(k, space(), options);
+  auto with = [&](int n) { return std::vector<LaunchArg>{x, x, x, n, int64_t(4), 2.0f}; };
+  tuner.config_for(grid, with(600));
+  EXPECT_EQ(measured, 4);
+  tuner.config_for(grid, with(1000)); // the same bucket (1024): no new tuning
+  EXPECT_EQ(measured, 4);
+  EXPECT_EQ(tuner.key(with(600)), tuner.key(with(1000)));
+  EXPECT_THAT(tuner.key(with(1000)), HasSubstr("|n1024"));
+  tuner.config_for(grid, with(1025)); // the next bucket
+  EXPECT_EQ(measured, 8);
+}
+
 TEST_F(TuningStore, KernelIdentityChangesWithItsCode) {
   Autotuner::Options options;
   options.key_arguments = {3};
