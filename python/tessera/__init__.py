@@ -15,7 +15,8 @@ import os
 from . import _tessera
 from ._tessera import Error
 
-__all__ = ["Error", "attention_forward", "attention_backward", "flash_attn", "info", "cache_dir", "cache_clear"]
+__all__ = ["Error", "attention_forward", "attention_backward", "flash_attn", "info", "cache_dir", "cache_clear",
+           "autotune", "pretune"]
 
 _LAYOUTS = ("bshd", "bhsd")
 
@@ -35,6 +36,33 @@ def cache_dir():
 def cache_clear():
     """Remove every compiled kernel from the disk cache; how many were removed."""
     return _tessera.cache_clear()
+
+
+_TUNE_MODES = ("off", "cached", "on", "force")
+
+
+def autotune(mode=None):
+    """The autotuning mode (TESSERA_AUTOTUNE), set to `mode` when given: "on" tunes what is not
+    stored yet (default), "cached" uses stored results only, "off" the default configs,
+    "force" tunes again. Results are kept per GPU model in cache_dir()."""
+    if mode is not None:
+        if mode not in _TUNE_MODES:
+            raise ValueError(f"tessera: autotune mode must be one of {_TUNE_MODES}, not {mode!r}")
+        os.environ["TESSERA_AUTOTUNE"] = mode
+    return os.environ.get("TESSERA_AUTOTUNE") or "on"
+
+
+def pretune(shapes, dtype="float16", causal=(False, True)):
+    """Tune attention_forward now for each (batch, seqlen, heads, head_dim) in `shapes` (on
+    the GPU, with torch), so that the first real call does not pay for it."""
+    torch = _torch()
+    if torch is None or not torch.cuda.is_available():
+        raise RuntimeError("tessera.pretune needs torch and a CUDA GPU")
+    for batch, seqlen, heads, head_dim in shapes:
+        q = torch.zeros(batch, seqlen, heads, head_dim, dtype=getattr(torch, dtype), device="cuda")
+        for c in causal:
+            attention_forward(q, q, q, causal=c)
+    torch.cuda.synchronize()
 
 
 def _torch():

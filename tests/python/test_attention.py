@@ -117,3 +117,11 @@ def test_info_and_cache():
     assert info["interpret"] is True and isinstance(info["cache_dir"], str)
     assert (info["gpu"] is None) == (info["why_no_gpu"] is not None)
     assert tessera.cache_dir() == info["cache_dir"]
+
+
+def test_autotune_mode(monkeypatch):
+    monkeypatch.delenv("TESSERA_AUTOTUNE", raising=False)
+    assert tessera.autotune() == "on"
+    assert tessera.autotune("off") == "off" and tessera.autotune() == "off"
+    with pytest.raises(ValueError, match="autotune mode must be one of"):
+        tessera.autotune("sometimes")
