@@ -190,6 +190,13 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
   return out;
 }
 
+/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
+/// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
+bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
+  return isa_and_present<DotOperandEncodingAttr>(result.getEncoding()) &&
+         result.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32;
+}
+
 /// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
 /// allow, otherwise a round trip through shared memory (read with ldmatrix when the result
 /// feeds a tensor core).
@@ -211,10 +218,10 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
       storeTileToShared(rewriter, loc, base, toLinearLayout(srcType.getEncoding(), srcType.getShape()),
                         src, element, /*swizzle=*/true);
       barrier(rewriter, loc);
-      auto dot = dyn_cast_or_null<DotOperandEncodingAttr>(cast<RankedTensorType>(op.getType()).getEncoding());
-      if (dot && isa<ConvertLayoutOp>(op) && element.getIntOrFloatBitWidth() == 16 &&
-          srcType.getDimSize(1) * 2 >= 32)
-        out = loadDotOperand(rewriter, loc, base, srcType, dot, element, /*transposed=*/false);
+      auto dstType = cast<RankedTensorType>(op.getType());
+      if (isa<ConvertLayoutOp>(op) && readsWithLdmatrix(dstType, srcType))
+        out = loadDotOperand(rewriter, loc, base, srcType, cast<DotOperandEncodingAttr>(dstType.getEncoding()), element,
+                             /*transposed=*/false);
       else
         out = loadTileFromShared(rewriter, loc, base, resultInSource(op), element, /*swizzle=*/true);
       barrier(rewriter, loc);
@@ -228,10 +235,7 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
 /// of k just before that step's mma.sync: a warp then holds one step of an operand in
 /// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
 bool readByDotSteps(SharedLoadOp load) {
-  auto type = load.getType();
-  auto storage = load.getBuffer().getType().getTileType();
-  return isa_and_present<DotOperandEncodingAttr>(type.getEncoding()) &&
-         type.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32 &&
+  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
          llvm::all_of(load->getUses(), [](OpOperand &use) {
            auto dot = dyn_cast<DotOp>(use.getOwner());
            return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
@@ -252,13 +256,13 @@ struct SharedLoadLowering : ConvertOpToLLVMPattern<SharedLoadOp> {
     auto storage = op.getBuffer().getType().getTileType();
     Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
     Type element = registerType(getTypeConverter(), type);
-    auto dot = dyn_cast<DotOperandEncodingAttr>(type.getEncoding());
     layout::LinearLayout view = toLinearLayout(type.getEncoding(), type.getShape());
     if (op.getTransposed()) // the same registers, over the stored tile's coordinates
       view = layout::LinearLayout(layout::Coord(storage.getShape().begin(), storage.getShape().end()),
                                   swapped(view.registers()), swapped(view.lanes()), swapped(view.warps()));
-    Values out = dot && element.getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32
-                     ? loadDotOperand(rewriter, loc, stage, storage, dot, element, op.getTransposed())
+    Values out = readsWithLdmatrix(type, storage)
+                     ? loadDotOperand(rewriter, loc, stage, storage, cast<DotOperandEncodingAttr>(type.getEncoding()),
+                                      element, op.getTransposed())
                      : loadTileFromShared(rewriter, loc, stage, view, element, /*swizzle=*/true);
     rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), out));
     return success();
