@@ -26,6 +26,16 @@ struct AttentionCheck {
   std::vector<float> lse;       ///< and its LSE, [heads, n_q]
 };
 
+/// Head `h` of batch `b` of a contiguous [batch, n, heads, d] tensor, as [n, d] rows (the
+/// references below take one head at a time).
+template <typename T>
+std::vector<T> head_rows(const std::vector<T> &all, int64_t b, int64_t h, int64_t n, int64_t heads, int64_t d) {
+  std::vector<T> rows(n * d);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(&all[((b * n + i) * heads + h) * d], d, &rows[i * d]);
+  return rows;
+}
+
 /// One head's softmax(q k^T * scale) v from 16-bit inputs (fp16, or bf16 when `bf16`):
 /// `exact` in fp64, `naive` as a same-dtype implementation gets it (probabilities and output
 /// rounded to the input type), and the natural-log `lse` per row (-inf for rows that see no

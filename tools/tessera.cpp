@@ -19,6 +19,7 @@
 #include "tessera/kernels/reference.h"
 
 #include "attention_check.h"
+#include "bench_util.h"
 #include "matmul.h"
 
 #include <algorithm>
@@ -155,16 +156,11 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
     ro.copy_to_host(want.data(), want.size() * 4);
     naive.copy_to_host(rough.data(), rough.size() * 4);
   } else {
-    auto head = [&](const std::vector<uint16_t> &all, int64_t b, int64_t h, int64_t n, int64_t heads) {
-      std::vector<uint16_t> one(n * D);
-      for (int64_t i = 0; i < n; ++i)
-        std::copy_n(&all[((b * n + i) * heads + h) * D], D, &one[i * D]);
-      return one;
-    };
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
-        std::vector<uint16_t> qh = head(qb, b, h, N, H), kh = head(kb, b, h / (H / Hkv), Nkv, Hkv),
-                              vh = head(vb, b, h / (H / Hkv), Nkv, Hkv);
+        using examples::head_rows;
+        std::vector<uint16_t> qh = head_rows(qb, b, h, N, H, D), kh = head_rows(kb, b, h / (H / Hkv), Nkv, Hkv, D),
+                              vh = head_rows(vb, b, h / (H / Hkv), Nkv, Hkv, D);
         examples::AttentionReference ref = examples::attention_reference(
             qh.data(), kh.data(), vh.data(), int(N), int(Nkv), int(D), scale, causal, bf16);
         for (int64_t i = 0; i < N; ++i)
@@ -184,21 +180,7 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
   if (!gpu)
     return passed ? 0 : 1;
 
-  std::vector<double> times;
-  jit::Event start, stop;
-  for (int i = 0; i < 30; ++i) {
-    start.record();
-    run();
-    stop.record();
-    stop.synchronize();
-    if (i >= 5)
-      times.push_back(stop.elapsed_since(start));
-  }
-  auto median = [](std::vector<double> t) {
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
-  };
-  double ms = median(times);
+  double ms = bench::median_ms(run, 5, 25);
   double visible = causal ? (N <= Nkv ? N * (Nkv - N + (N + 1) / 2.0) : Nkv * (Nkv + 1) / 2.0) : double(N) * Nkv;
   const double flops = 4.0 * B * H * visible * D;
   std::printf("time %.3f ms (median of 25), %.1f TFLOP/s\n", ms, flops / (ms * 1e9));
@@ -207,17 +189,12 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
     std::vector<uint16_t> dob;
     std::vector<float> dof;
     jit::DeviceBuffer dout = make(N, H, 4, dob, dof), dq(qb.size() * 2), dk(kb.size() * 2), dv(vb.size() * 2);
-    times.clear();
-    for (int i = 0; i < 13; ++i) {
-      start.record();
-      kernels::attention_backward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView,
-                                  view(dout, N, H), view(dq, N, H), view(dk, Nkv, Hkv), view(dv, Nkv, Hkv), options);
-      stop.record();
-      stop.synchronize();
-      if (i >= 3)
-        times.push_back(stop.elapsed_since(start));
-    }
-    ms = median(times);
+    ms = bench::median_ms(
+        [&] {
+          kernels::attention_backward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView,
+                                      view(dout, N, H), view(dq, N, H), view(dk, Nkv, Hkv), view(dv, Nkv, Hkv), options);
+        },
+        3, 10);
     std::printf("backward %.3f ms (median of 10), %.1f TFLOP/s\n", ms, 2.5 * flops / (ms * 1e9));
   }
   return passed ? 0 : 1;

@@ -197,12 +197,10 @@ std::vector<ShippedKernel> shipped_kernels() {
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {32, 64, 128, 256})
       for (bool causal : {false, true}) {
+        std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "");
         std::vector<dsl::Config> configs = attention_forward_configs(padded, causal);
         for (size_t i = 0; i < configs.size(); ++i)
-          kernels.push_back({forwardKernel(dtype), configs[i],
-                             dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "") +
-                                 (i ? ".c" + std::to_string(i) : "")});
-        std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "");
+          kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
         const auto &backward = backwardKernels(dtype);
         if (!causal)
           kernels.push_back({backward[0], backwardConfig(padded, false, false), variant});

@@ -62,10 +62,7 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
   EXPECT_EQ(std::make_tuple(gq, gk, gv), backward()) << "not bitwise repeatable";
 
   auto head = [&](const std::vector<uint16_t> &all, int64_t b, int64_t h, int64_t n, int64_t heads) {
-    std::vector<uint16_t> rows(n * c.d);
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(&all[((b * n + i) * heads + h) * c.d], c.d, &rows[i * c.d]);
-    return rows;
+    return examples::head_rows(all, b, h, n, heads, c.d);
   };
   auto value = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
   double worst[3] = {}, naive[3] = {};

@@ -83,7 +83,26 @@ protected:
     r.trials.push_back({r.best, 1.5, "", 0.2});
     return r;
   }
+  /// Options for the fake H200 and this test's database, timing with fakeTime and counting
+  /// the configs timed in `measured_`.
+  Autotuner::Options countingOptions() {
+    Autotuner::Options options;
+    options.context = h200;
+    options.database = path_;
+    options.measure = [this](const Config &c) {
+      ++measured_;
+      return fakeTime(c);
+    };
+    return options;
+  }
+  /// A kernel to tune: x[0:64] *= f.
+  static Kernel scaled(const std::string &name) {
+    return tessera::testing::probe(name, [](tessera::testing::ProbeArgs &a) {
+      store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * a.f);
+    });
+  }
   std::string dir_, path_;
+  int measured_ = 0;
   TuningContext h200{"NVIDIA H200/132SM/3201MHz", 13000, "tessera-0.1/llvm-22.1.8"};
 };
 
@@ -157,18 +176,10 @@ TEST_F(TuningStore, ExportImportShipsResultsToTheSameGpuModel) {
 }
 
 TEST_F(TuningStore, AutotunerTunesOnceThenReusesAcrossProcesses) {
-  Kernel k = tessera::testing::probe("scaled", [](tessera::testing::ProbeArgs &a) {
-    store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * a.f);
-  });
-  int measured = 0;
-  Autotuner::Options options;
+  Kernel k = scaled("scaled");
+  int &measured = measured_;
+  Autotuner::Options options = countingOptions();
   options.key_arguments = {3}; // n
-  options.context = h200;
-  options.database = path_;
-  options.measure = [&](const Config &c) {
-    ++measured;
-    return fakeTime(c);
-  };
   auto grid = [](const Config &c) { return Grid{uint32_t(c["BLOCK"])}; };
   float *x = reinterpret_cast<float *>(0x1000);
   std::vector<LaunchArg> args{x, x, x, 1000, int64_t(4), 2.0f};
@@ -204,22 +215,14 @@ TEST_F(TuningStore, AutotunerTunesOnceThenReusesAcrossProcesses) {
 }
 
 TEST_F(TuningStore, KeyExtraBucketsArgumentsIntoOneTuning) {
-  Kernel k = tessera::testing::probe("bucketed", [](tessera::testing::ProbeArgs &a) {
-    store(a.x + arange(0, 64), load(a.x + arange(0, 64)) * a.f);
-  });
-  int measured = 0;
-  Autotuner::Options options;
+  Kernel k = scaled("bucketed");
+  int &measured = measured_;
+  Autotuner::Options options = countingOptions();
   options.key_extra = [](const std::vector<LaunchArg> &args) { // n rounded up to a power of two
     int64_t p = 1;
     while (p < args[3].integer())
       p *= 2;
     return "n" + std::to_string(p);
-  };
-  options.context = h200;
-  options.database = path_;
-  options.measure = [&](const Config &c) {
-    ++measured;
-    return fakeTime(c);
   };
   auto grid = [](const Config &c) { return Grid{uint32_t(c["BLOCK"])}; };
   float *x = reinterpret_cast<float *>(0x1000);
