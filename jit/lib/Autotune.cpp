@@ -330,7 +330,7 @@ double Autotuner::timeOnGpu(const dsl::Config &config, const GridFn &grid,
   report = {used.registers, used.spilled_bytes};
   // Pruned after compiling: heavy spilling (local-memory traffic per iteration) never wins; a
   // few spilled bytes can (the register budget of the fastest config is often exactly full).
-  static const int sharedLimit = current_device().max_shared_memory;
+  const int sharedLimit = current_device().max_shared_memory;
   if (used.shared_memory > sharedLimit)
     throw Error("pruned after compiling: needs " + std::to_string(used.shared_memory) +
                 " bytes of shared memory, the GPU allows " + std::to_string(sharedLimit));

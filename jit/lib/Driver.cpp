@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <vector>
 
 namespace tessera::jit::driver {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 struct Loaded {
   Api api;
   std::string error; // why there is no GPU, empty when there is one
-  CUcontext context = nullptr;
+  int devices = 0;
 };
 
 const Loaded &loaded() {
@@ -32,20 +33,14 @@ const Loaded &loaded() {
     TESSERA_DRIVER_FUNCTIONS(TESSERA_LOAD)
 #undef TESSERA_LOAD
     CUresult result = s.api.cuInit(0);
-    int count = 0;
     if (result == CUDA_SUCCESS)
-      result = s.api.cuDeviceGetCount(&count);
-    if (result != CUDA_SUCCESS || count == 0) {
+      result = s.api.cuDeviceGetCount(&s.devices);
+    if (result != CUDA_SUCCESS || s.devices == 0) {
       const char *name = nullptr;
       s.api.cuGetErrorName(result, &name);
-      s.error = count == 0 && result == CUDA_SUCCESS ? "no CUDA device is visible"
-                                                     : std::string("cuInit failed: ") + (name ? name : "?");
-      return s;
+      s.error = s.devices == 0 && result == CUDA_SUCCESS ? "no CUDA device is visible"
+                                                         : std::string("cuInit failed: ") + (name ? name : "?");
     }
-    CUdevice device;
-    if (s.api.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-        s.api.cuDevicePrimaryCtxRetain(&s.context, device) != CUDA_SUCCESS)
-      s.error = "cannot retain the primary context of device 0";
     return s;
   }();
   return state;
@@ -64,13 +59,28 @@ const Api &api() {
   const Loaded &s = loaded();
   if (!s.error.empty())
     throw Error("no usable GPU: " + s.error);
-  // The primary context is current on every thread that uses tessera.
-  thread_local bool current = false;
-  if (!current) {
-    check(s.api.cuCtxSetCurrent(s.context), "cuCtxSetCurrent");
-    current = true;
-  }
+  CUcontext current = nullptr;
+  if (s.api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current)
+    check(s.api.cuCtxSetCurrent(primary_context(0)), "cuCtxSetCurrent");
   return s.api;
+}
+
+CUcontext primary_context(int ordinal) {
+  const Loaded &s = loaded();
+  if (!s.error.empty())
+    throw Error("no usable GPU: " + s.error);
+  if (ordinal < 0 || ordinal >= s.devices)
+    throw Error("there is no CUDA device " + std::to_string(ordinal) + " (" + std::to_string(s.devices) +
+                " visible)");
+  static std::mutex mutex;
+  static std::vector<CUcontext> contexts(s.devices);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!contexts[ordinal]) {
+    CUdevice device;
+    check(s.api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+    check(s.api.cuDevicePrimaryCtxRetain(&contexts[ordinal], device), "cuDevicePrimaryCtxRetain");
+  }
+  return contexts[ordinal];
 }
 
 void check(CUresult result, const char *call) {

@@ -11,6 +11,7 @@ namespace tessera::jit::driver {
 #define TESSERA_DRIVER_FUNCTIONS(X)                                                            \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)         \
   X(cuDeviceGetAttribute) X(cuDeviceTotalMem_v2) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) \
+  X(cuCtxGetCurrent) X(cuCtxGetDevice) \
   X(cuCtxSynchronize) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)            \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc_v2)               \
   X(cuMemFree_v2) X(cuMemcpyDtoD_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuStreamCreate)      \
@@ -24,9 +25,13 @@ struct Api {
 #undef TESSERA_DECLARE
 };
 
-/// The loaded API with a context current on this thread; throws tessera::Error saying why
-/// when there is no usable GPU.
+/// The loaded API with a context current on this thread: the caller's (the CUDA runtime's
+/// current device, as torch.cuda.set_device leaves it), else device 0's primary context.
+/// Throws tessera::Error saying why when there is no usable GPU.
 const Api &api();
+
+/// The primary context of device `ordinal`, retained once.
+CUcontext primary_context(int ordinal);
 
 /// Whether api() would succeed; `why` otherwise.
 bool available(std::string *why);

@@ -3,6 +3,8 @@
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/Runtime.h"
 
+#include "Driver.h"
+
 #include "tessera/compiler/Compiler.h"
 #include "tessera/compiler/Interpreter.h"
 #include "tessera/dsl/kernel.h"
@@ -16,10 +18,11 @@
 namespace tessera::jit {
 
 /// A kernel's loaded specializations, found by a hash of (config, specialization) and then
-/// compared in full.
+/// compared in full; a module is loaded into one context (device).
 class KernelCache {
 public:
   struct Entry {
+    CUcontext context;
     dsl::Config config;
     uint64_t divisible; // bit i: argument i is a multiple of 16
     uint64_t ones;      // bit i: argument i is the integer 1
@@ -31,12 +34,9 @@ public:
 
 namespace {
 
-const compiler::Target &deviceTarget() {
-  static const compiler::Target target = [] {
-    DeviceInfo info = current_device();
-    return compiler::Target{info.major, info.minor};
-  }();
-  return target;
+compiler::Target deviceTarget() {
+  DeviceInfo info = current_device();
+  return compiler::Target{info.major, info.minor};
 }
 
 std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {
@@ -119,7 +119,7 @@ uint64_t hashOf(const dsl::Config &config, uint64_t divisible, uint64_t ones) {
 std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config &config,
                                     const dsl::Specialization &specialization) {
   dsl::TracedKernel traced = kernel.trace(config, specialization);
-  const compiler::Target &target = deviceTarget();
+  const compiler::Target target = deviceTarget();
   std::string key = cache_key(traced.str(), target);
   std::optional<compiler::CompiledKernel> compiled = cache_load(key);
   if (!compiled) {
@@ -141,15 +141,17 @@ const jit::LoadedKernel *Kernel::specialization(const Config &config, uint64_t d
   jit::KernelCache &cache = *cache_->cache;
   std::lock_guard<std::mutex> lock(cache.mutex);
   std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible, ones)];
+  CUcontext context = nullptr;
+  TESSERA_CU(cuCtxGetCurrent(&context));
   for (const auto &entry : bucket)
-    if (entry.divisible == divisible && entry.ones == ones && entry.config == config)
+    if (entry.context == context && entry.divisible == divisible && entry.ones == ones && entry.config == config)
       return entry.kernel.get();
   Specialization specialization;
   for (size_t i = 0; i < count; ++i) {
     specialization.divisible_by_16.push_back((divisible >> i) & 1);
     specialization.equal_to_1.push_back((ones >> i) & 1);
   }
-  bucket.push_back({config, divisible, ones, jit::build(*this, config, specialization)});
+  bucket.push_back({context, config, divisible, ones, jit::build(*this, config, specialization)});
   return bucket.back().kernel.get();
 }
 

@@ -13,26 +13,51 @@ namespace tessera::jit {
 
 bool gpu_available(std::string *why) { return driver::available(why); }
 
+int device_count() {
+  int count = 0;
+  return driver::available(nullptr) && driver::api().cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+}
+
 std::string DeviceInfo::model() const {
   return name + "/" + std::to_string(sm_count) + "SM/" + std::to_string(memory_clock_khz / 1000) + "MHz";
 }
 
-bool is_device_pointer(const void *pointer) {
+int device_of(const void *pointer) {
   const auto &api = driver::api();
   auto address = reinterpret_cast<CUdeviceptr>(pointer);
   unsigned int type = 0, managed = 0;
+  int ordinal = -1;
   if (api.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS)
-    return false; // memory CUDA does not know: plain host memory
-  if (api.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && managed)
-    return true;
-  return type == CU_MEMORYTYPE_DEVICE;
+    return -1; // memory CUDA does not know: plain host memory
+  bool isManaged =
+      api.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && managed;
+  if (!isManaged && type != CU_MEMORYTYPE_DEVICE)
+    return -1; // pinned host memory
+  driver::check(api.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address),
+                "cuPointerGetAttribute");
+  return ordinal;
+}
+
+DeviceGuard::DeviceGuard(int ordinal) {
+  CUcontext current = nullptr, wanted = driver::primary_context(ordinal);
+  TESSERA_CU(cuCtxGetCurrent(&current));
+  if (current == wanted)
+    return;
+  TESSERA_CU(cuCtxSetCurrent(wanted));
+  previous_ = current;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_)
+    driver::api().cuCtxSetCurrent(static_cast<CUcontext>(previous_));
 }
 
 DeviceInfo current_device() {
   const auto &api = driver::api();
   CUdevice device;
-  TESSERA_CU(cuDeviceGet(&device, 0));
+  TESSERA_CU(cuCtxGetDevice(&device));
   DeviceInfo info;
+  info.ordinal = device; // a CUdevice is its ordinal
   char name[256] = {};
   TESSERA_CU(cuDeviceGetName(name, sizeof(name), device));
   info.name = name;

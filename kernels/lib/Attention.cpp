@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -267,11 +268,26 @@ void checkWritten(std::initializer_list<Named> written, std::initializer_list<Na
   }
 }
 
-void checkDevicePointers(std::initializer_list<Named> views) {
-  if (!interpreter::enabled())
-    for (auto [name, t] : views)
-      if (t->numel() > 0 && !jit::is_device_pointer(t->data))
-        fail(std::string(name) + " is marked CUDA but its pointer is not device memory of the current GPU");
+/// Makes the GPU that holds every non-empty view current for the guard's lifetime; bad input
+/// when a pointer is not device memory or the views are on different GPUs.
+void guardDevice(std::optional<jit::DeviceGuard> &guard, std::initializer_list<Named> views) {
+  if (interpreter::enabled())
+    return;
+  int device = -1;
+  const char *first = nullptr;
+  for (auto [name, t] : views) {
+    if (t->numel() == 0)
+      continue;
+    int here = jit::device_of(t->data);
+    if (here < 0)
+      fail(std::string(name) + " is marked CUDA but its pointer is not device memory");
+    if (first && here != device)
+      fail(std::string(name) + " is on GPU " + std::to_string(here) + " but " + first + " on GPU " +
+           std::to_string(device));
+    device = here, first = first ? first : name;
+  }
+  if (device >= 0)
+    guard.emplace(device);
 }
 
 } // namespace
@@ -288,7 +304,8 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
     checkConfig(*options.config, padded, options.causal);
-  checkDevicePointers({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
+  std::optional<jit::DeviceGuard> onTheirGpu;
+  guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
     return;
 
@@ -330,8 +347,9 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
   if (options.scale && !std::isfinite(*options.scale))
     fail("scale must be finite");
-  checkDevicePointers({{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}, {"dq", &dq},
-                       {"dk", &dk}, {"dv", &dv}});
+  std::optional<jit::DeviceGuard> onTheirGpu;
+  guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout},
+                           {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
 

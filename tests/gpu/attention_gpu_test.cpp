@@ -220,5 +220,48 @@ TEST_F(GpuTest, AttentionForwardRejectsHostMemoryMarkedCuda) {
   }
 }
 
+TEST_F(GpuTest, AttentionForwardRunsOnTheGpuHoldingItsTensors) {
+  if (jit::device_count() < 2)
+    GTEST_SKIP() << "needs 2 GPUs, " << jit::device_count() << " visible";
+  const std::vector<int64_t> shape{1, 300, 2, 64};
+  std::vector<uint16_t> bits(300 * 2 * 64);
+  std::vector<float> values = random_floats(bits.size(), 7, -1.5f, 1.5f);
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = to_half(values[i]);
+  struct OnGpu {
+    jit::DeviceBuffer x, o, lse;
+    TensorView view(const jit::DeviceBuffer &b) const {
+      return {b.data(), DType::f16, {1, 300, 2, 64}, {}, kernels::DeviceType::cuda};
+    }
+  };
+  auto allocate = [&](int device) {
+    jit::DeviceGuard on(device);
+    return OnGpu{upload(bits), jit::DeviceBuffer(bits.size() * 2), jit::DeviceBuffer(2 * 300 * 4)};
+  };
+  OnGpu first = allocate(0), second = allocate(1);
+  jit::DeviceGuard current(0); // the second call's tensors are on GPU 1: it must run there
+  kernels::AttentionOptions causal;
+  causal.causal = true;
+  for (const OnGpu *g : {&first, &second}) {
+    TensorView x = g->view(g->x);
+    kernels::attention_forward(x, x, x, g->view(g->o),
+                               {g->lse.data(), DType::f32, {1, 2, 300}, {}, kernels::DeviceType::cuda}, causal);
+  }
+  for (int device : {0, 1}) {
+    jit::DeviceGuard on(device);
+    jit::synchronize(nullptr);
+  }
+  EXPECT_EQ(download<uint16_t>(first.o, bits.size()), download<uint16_t>(second.o, bits.size()));
+  EXPECT_EQ(jit::current_device().ordinal, 0) << "the caller's device is restored";
+  TensorView onOne = second.view(second.x), onZero = first.view(first.x);
+  try {
+    kernels::attention_forward(onZero, onOne, onZero, first.view(first.o),
+                               {first.lse.data(), DType::f32, {1, 2, 300}, {}, kernels::DeviceType::cuda});
+    FAIL() << "no error";
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what()).find("k is on GPU 1 but q on GPU 0"), std::string::npos) << error.what();
+  }
+}
+
 } // namespace
 } // namespace tessera::testing

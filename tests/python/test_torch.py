@@ -77,3 +77,15 @@ def test_errors_are_python_exceptions():
     h = torch.zeros(1, 16, 2, 32, dtype=torch.float16)
     with pytest.raises(tessera.Error, match="heads_q .* must be a multiple of heads_kv"):
         tessera.flash_attn(torch.zeros(1, 16, 3, 32, dtype=torch.float16), h, h)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_cuda_tensors_on_another_gpu_run_there():
+    on_zero, on_one = inputs("cuda:0", torch.float16), inputs("cuda:1", torch.float16)
+    with torch.cuda.device(0):  # the current device is not the tensors'
+        results = []
+        for q, k, v in (on_zero, on_one):
+            o = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
+            results.append([o, *torch.autograd.grad(o.sum(), (q, k, v))])
+    for a, b in zip(*results):
+        assert b.device == torch.device("cuda:1") and torch.equal(a, b.to("cuda:0"))

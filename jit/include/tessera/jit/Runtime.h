@@ -13,7 +13,11 @@ namespace tessera::jit {
 /// Whether a CUDA GPU can be used; if not, `why` says what is missing.
 bool gpu_available(std::string *why = nullptr);
 
+/// How many GPUs are visible (0 without a usable GPU).
+int device_count();
+
 struct DeviceInfo {
+  int ordinal = 0;
   std::string name;
   int major = 0, minor = 0;  // compute capability
   int sm_count = 0;
@@ -25,13 +29,26 @@ struct DeviceInfo {
   std::string model() const;
 };
 
-/// The current device (device 0 unless CUDA_VISIBLE_DEVICES says otherwise); its primary
-/// context is made current on first use.
+/// The device tessera runs on in this thread: the CUDA runtime's current device (the context
+/// current on the thread, as cudaSetDevice or torch.cuda.set_device leave it), else device 0.
 DeviceInfo current_device();
 
-/// Whether kernels on the current GPU can use `pointer` as device memory (cuMemAlloc'd or
-/// managed); false for host memory, pinned or not.
-bool is_device_pointer(const void *pointer);
+/// The ordinal of the device whose memory `pointer` is (cuMemAlloc'd or managed), or -1 for
+/// host memory, pinned or not.
+int device_of(const void *pointer);
+
+/// Makes device `ordinal` current on this thread while it lives, then restores the previous
+/// context (the CUDA runtime's device guard): libraries run on their tensors' device.
+class DeviceGuard {
+public:
+  explicit DeviceGuard(int ordinal);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard &) = delete;
+  DeviceGuard &operator=(const DeviceGuard &) = delete;
+
+private:
+  void *previous_ = nullptr; // the CUcontext to restore, null when nothing changed
+};
 
 /// Device memory, freed with the object. Under TESSERA_INTERPRET it is host memory that the
 /// interpreter may touch, so programs written against the GPU API run unchanged.
