@@ -1,7 +1,8 @@
 // tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
 // prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
-// strides, which takes the vectorized paths). CI assembles every file with ptxas. Without
+// strides, which takes the vectorized paths); --only TEXT keeps the kernels whose file name
+// contains TEXT (e.g. attention_bwd_dkdv.f16.d128). CI assembles every file with ptxas. Without
 // flags it then runs flash attention and checks it against a CPU reference: on the GPU, or
 // through the interpreter where there is none.
 #include "attention_check.h"
@@ -24,15 +25,17 @@ int main(int argc, char **argv) {
   using namespace tessera;
   using namespace tessera::dsl;
   bool printIR = false;
-  std::string ptxDir;
+  std::string ptxDir, only;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--ir")
       printIR = true;
     else if (arg == "--ptx" && i + 1 < argc)
       ptxDir = argv[++i];
+    else if (arg == "--only" && i + 1 < argc)
+      only = argv[++i];
     else {
-      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR]\n";
+      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR] [--only TEXT]\n";
       return 2;
     }
   }
@@ -62,6 +65,8 @@ int main(int argc, char **argv) {
       for (const Specialization &specialization : {Specialization{}, aligned}) {
         TracedKernel traced = example.kernel.trace(example.config, specialization);
         std::string variant = example.tag + (specialization.divisible_by_16.empty() ? "" : ".aligned");
+        if ((traced.name() + variant).find(only) == std::string::npos)
+          continue;
         if (printIR)
           std::cout << "// " << traced.name() << variant << " " << example.config.str() << "\n"
                     << traced.str() << "\n";
@@ -73,7 +78,7 @@ int main(int argc, char **argv) {
           std::ofstream(ptxDir + "/" + traced.name() + variant + ".ptx") << compiled.ptx;
       }
     }
-    if (printIR || !ptxDir.empty())
+    if (printIR || !ptxDir.empty() || !only.empty())
       return 0;
     std::string why;
     if (!interpreter::enabled() && !jit::gpu_available(&why)) {

@@ -17,16 +17,26 @@ using namespace tessera::tile;
 
 namespace {
 
-/// Whether `value` is computed in `body` from its arguments by pure ops only.
-bool isIndexMath(Value value, Block *body) {
-  if (isa<BlockArgument>(value))
-    return true;
+/// Whether `value` is computed in `body` by pure ops from values defined outside the loop, the
+/// induction variable and carried values that are themselves index math from one iteration to
+/// the next (a pointer advanced by a step, not an accumulator).
+bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen) {
+  if (!seen.insert(value).second)
+    return true; // a carried value's own recurrence
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return arg.getOwner() != body || arg.getArgNumber() == 0 ||
+           isIndexMath(body->getTerminator()->getOperand(arg.getArgNumber() - 1), body, seen);
   Operation *def = value.getDefiningOp();
   if (def->getBlock() != body)
     return !body->getParentOp()->isAncestor(def);
   if (!isPure(def) || def->getNumRegions() != 0)
     return false;
-  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body); });
+  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen); });
+}
+
+bool isIndexMath(Value value, Block *body) {
+  DenseSet<Value> seen;
+  return isIndexMath(value, body, seen);
 }
 
 /// `value` recomputed at the builder's position with the body's arguments replaced by `args`.
@@ -44,14 +54,16 @@ Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef
   return map.lookup(value);
 }
 
-/// The body's arguments one iteration later: the induction variable plus a step, every carried
-/// value as the body yields it from `args`.
+/// The body's arguments one iteration later, as far as addresses need them: the induction
+/// variable plus a step, carried index math as the body yields it from `args`. Other carried
+/// values (accumulators) keep `args`' value: no staged address depends on them (isIndexMath),
+/// and recomputing them would copy the body's loads and dots (and its inner loops) outside it.
 SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, ArrayRef<Value> args) {
   auto yield = cast<scf::YieldOp>(body->getTerminator());
   IRMapping map;
   SmallVector<Value> next{arith::AddIOp::create(b, loop.getLoc(), args[0], loop.getStep())};
-  for (Value yielded : yield.getOperands())
-    next.push_back(recompute(b, yielded, map, body, args));
+  for (auto [i, yielded] : llvm::enumerate(yield.getOperands()))
+    next.push_back(isIndexMath(yielded, body) ? recompute(b, yielded, map, body, args) : args[i + 1]);
   return next;
 }
 

@@ -80,6 +80,28 @@ struct RebuildInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
   }
 };
 
+/// convert(broadcast(x)) -> broadcast(convert(x)), and the same through expand_dims: the
+/// conversion moves to the smaller tile (a row of LSEs, not the [keys, queries] tile it is
+/// broadcast to), where it costs a fraction of the shared memory and often folds away.
+struct ConvertBeforeBroadcast : OpRewritePattern<ConvertLayoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvertLayoutOp op, PatternRewriter &rewriter) const override {
+    Operation *grow = op.getSrc().getDefiningOp();
+    if (!grow || !isa<BroadcastOp, ExpandDimsOp>(grow) || !grow->hasOneUse())
+      return failure();
+    Attribute layout = operandLayoutFor(grow, 0, op.getType().getEncoding());
+    if (!layout)
+      return failure();
+    Value source = grow->getOperand(0);
+    rewriter.setInsertionPoint(grow);
+    Value converted = ConvertLayoutOp::create(rewriter, op.getLoc(), withEncoding(source.getType(), layout), source);
+    OperationState state(grow->getLoc(), grow->getName(), ValueRange{converted}, TypeRange{op.getType()},
+                         grow->getAttrs());
+    rewriter.replaceOp(op, rewriter.create(state)->getResult(0));
+    return success();
+  }
+};
+
 /// elementwise(convert(x), ...) -> convert(elementwise(x, ...)) when every other tile operand
 /// is cheap to rebuild in x's layout: conversions move toward the stores, where
 /// StoreInValueLayout can drop them.
@@ -203,7 +225,7 @@ struct TileRemoveLayoutConversionsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RebuildInTargetLayout, CarryInInnerLayout, SinkConversionThroughElementwise,
-                 StoreInValueLayout, SharedLoadInTargetLayout>(&getContext());
+                 StoreInValueLayout, SharedLoadInTargetLayout, ConvertBeforeBroadcast>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

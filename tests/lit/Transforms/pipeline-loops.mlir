@@ -115,3 +115,45 @@ func.func @invariant_operand(%q: !tile.ptr<f16>, %k: tensor<64x32xf16>, %n: i32)
   }
   return %out : tensor<64x32xf32>
 }
+
+// -----
+
+// A pipelined loop inside another (a backward pass's query loop inside its loop over the heads
+// of a group): the copies start before the inner loop, in the outer body, and computing the
+// addresses of iterations ahead copies no load or dot of the body (the accumulators are not
+// addresses), so the outer loop has nothing to stage.
+// CHECK-LABEL: func.func @nested_loops
+// CHECK-NOT: tile.async_copy
+// CHECK: scf.for
+// CHECK: tile.shared_alloc
+// CHECK-NOT: tile.dot
+// CHECK: tile.async_copy
+// CHECK: tile.async_copy
+// CHECK: scf.for
+// CHECK-NOT: tile.load
+// CHECK: tile.dot
+// CHECK-NOT: tile.load
+// CHECK: scf.yield
+func.func @nested_loops(%a: !tile.ptr<f16>, %b: tensor<32x64xf16>, %heads: i32, %n: i32) -> tensor<64x64xf32> attributes {tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %rows = tile.make_range 0 to 64 : tensor<64xi32>
+  %out = scf.for %h = %c0 to %heads step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %base = tile.addptr %a, %h : !tile.ptr<f16>, i32
+    %inner = scf.for %i = %c0 to %n step %c64 iter_args(%acc2 = %acc) -> (tensor<64x64xf32>) : i32 {
+      %r = tile.splat %i : i32 -> tensor<64xi32>
+      %ri = arith.addi %rows, %r : tensor<64xi32>
+      %e = tile.expand_dims %ri {axis = 1 : i32} : tensor<64xi32> -> tensor<64x1xi32>
+      %w = tile.broadcast %e : tensor<64x1xi32> -> tensor<64x32xi32>
+      %ps = tile.splat %base : !tile.ptr<f16> -> tensor<64x32x!tile.ptr<f16>>
+      %p = tile.addptr %ps, %w : tensor<64x32x!tile.ptr<f16>>, tensor<64x32xi32>
+      %x = tile.load %p : tensor<64x32x!tile.ptr<f16>>
+      %d = tile.dot %x, %b, %acc2 : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>
+      scf.yield %d : tensor<64x64xf32>
+    }
+    scf.yield %inner : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}

@@ -100,3 +100,29 @@ func.func @carry_accumulator(%a: tensor<64x32xbf16, #tile.dot_op<opIdx = 0, pare
   }
   return %out : tensor<64x64xf32, #b>
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+#v = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// A loaded row (the LSEs of a backward pass) broadcast over a [keys, queries] accumulator:
+// the conversion moves before expand_dims and broadcast, 64 values instead of 64x64.
+// CHECK-LABEL: func.func @convert_before_broadcast
+// CHECK: %[[V:.*]] = tile.load
+// CHECK-NEXT: %[[C:.*]] = tile.convert_layout %[[V]] : tensor<64xf32, #{{.*}}> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+// CHECK-NOT: tile.convert_layout
+// CHECK: tile.expand_dims %[[C]] {axis = 0 : i32} : {{.*}} -> tensor<1x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK: tile.broadcast {{.*}} -> tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK: arith.subf {{.*}} : tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+func.func @convert_before_broadcast(%s: tensor<64x64xf32, #mma>, %p: !tile.ptr<f32>) -> tensor<64x64xf32, #mma> {
+  %ps = tile.splat %p : !tile.ptr<f32> -> tensor<64x!tile.ptr<f32>, #v>
+  %lse = tile.load %ps : tensor<64x!tile.ptr<f32>, #v>
+  %c = tile.convert_layout %lse : tensor<64xf32, #v> -> tensor<64xf32, #tile.slice<dim = 0, parent = #b>>
+  %e = tile.expand_dims %c {axis = 0 : i32} : tensor<64xf32, #tile.slice<dim = 0, parent = #b>> -> tensor<1x64xf32, #b>
+  %w = tile.broadcast %e : tensor<1x64xf32, #b> -> tensor<64x64xf32, #b>
+  %m = tile.convert_layout %w : tensor<64x64xf32, #b> -> tensor<64x64xf32, #mma>
+  %d = arith.subf %s, %m : tensor<64x64xf32, #mma>
+  return %d : tensor<64x64xf32, #mma>
+}
