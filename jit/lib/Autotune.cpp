@@ -271,13 +271,16 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
   if (mode == TuneMode::cached)
     return chosen_[k] = space_.front();
 
+  // Timing runs on the default stream: the caller's streams finish producing the inputs first.
   // Kernels that write in place get their inputs back before every timed run.
   saved_.clear();
-  if (!options_.measure)
+  if (!options_.measure) {
+    synchronize();
     for (auto [arg, bytes] : options_.restore) {
       saved_.emplace_back(bytes);
       copy_device(saved_.back().data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
     }
+  }
   Measure measure = options_.measure ? options_.measure : Measure([&](const dsl::Config &config) {
     return timeOnGpu(config, grid, args);
   });

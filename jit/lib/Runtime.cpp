@@ -91,13 +91,27 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes), host_(interpreter::ena
   ptr_ = ptr;
 }
 
+DeviceBuffer::DeviceBuffer(size_t bytes, void *stream) {
+  if (interpreter::enabled()) {
+    *this = DeviceBuffer(bytes);
+    return;
+  }
+  CUdeviceptr ptr = 0;
+  if (bytes)
+    TESSERA_CU(cuMemAllocAsync(&ptr, bytes, static_cast<CUstream>(stream)));
+  ptr_ = ptr, bytes_ = bytes, streamOrdered_ = true, stream_ = stream;
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)), host_(other.host_) {}
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)), host_(other.host_),
+      streamOrdered_(other.streamOrdered_), stream_(other.stream_) {}
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   std::swap(ptr_, other.ptr_);
   std::swap(bytes_, other.bytes_);
   std::swap(host_, other.host_);
+  std::swap(streamOrdered_, other.streamOrdered_);
+  std::swap(stream_, other.stream_);
   return *this;
 }
 
@@ -105,8 +119,11 @@ DeviceBuffer::~DeviceBuffer() {
   if (host_ && ptr_) {
     interpreter::unregister_allocation(data());
     std::free(data());
-  } else if (ptr_)
-    driver::api().cuMemFree_v2(ptr_); // never throw from a destructor
+  } else if (ptr_ && streamOrdered_) {
+    driver::api().cuMemFreeAsync(ptr_, static_cast<CUstream>(stream_)); // never throw from a destructor
+  } else if (ptr_) {
+    driver::api().cuMemFree_v2(ptr_);
+  }
 }
 
 void DeviceBuffer::copy_from_host(const void *host, size_t bytes) {

@@ -56,6 +56,9 @@ class DeviceBuffer {
 public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);
+  /// Stream-ordered: allocated for work on `stream` and freed after that work (no device
+  /// synchronization either way): a kernel's workspace.
+  DeviceBuffer(size_t bytes, void *stream);
   DeviceBuffer(DeviceBuffer &&other) noexcept;
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
   DeviceBuffer(const DeviceBuffer &) = delete;
@@ -73,6 +76,8 @@ private:
   uint64_t ptr_ = 0;
   size_t bytes_ = 0;
   bool host_ = false;
+  bool streamOrdered_ = false;
+  void *stream_ = nullptr;
 };
 
 /// A CUDA stream (nullptr: the legacy default stream; also under TESSERA_INTERPRET, where
