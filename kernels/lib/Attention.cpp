@@ -130,25 +130,36 @@ const std::array<dsl::Kernel, 3> &backwardKernels(dsl::DType dtype) {
   return *slot;
 }
 
-/// The tuner of one kernel variant (dtype, padded head dim, causality), made once.
-jit::Autotuner &tunerFor(dsl::DType dtype, int64_t padded, bool causal) {
+/// The autotuned attention kernels.
+enum class Tuned { forward, keys_values, queries };
+
+/// The tuner of one kernel variant (kernel, dtype, padded head dim, causality), made once.
+jit::Autotuner &tunerFor(Tuned which, dsl::DType dtype, int64_t padded, bool causal) {
   static std::mutex mutex;
-  static std::map<std::tuple<dsl::DType, int64_t, bool>, std::unique_ptr<jit::Autotuner>> tuners;
+  static std::map<std::tuple<Tuned, dsl::DType, int64_t, bool>, std::unique_ptr<jit::Autotuner>> tuners;
   std::lock_guard<std::mutex> lock(mutex);
-  auto &slot = tuners[{dtype, padded, causal}];
+  auto &slot = tuners[{which, dtype, padded, causal}];
   if (!slot) {
+    // Where n_q and n_kv are among the arguments: nearby lengths share a tuning.
+    const size_t n_q = which == Tuned::forward ? 5 : which == Tuned::keys_values ? 8 : 7;
     jit::Autotuner::Options options;
-    // Arguments 5 and 6 are n_q and n_kv; nearby lengths share a tuning.
-    options.key_extra = [](const std::vector<dsl::LaunchArg> &args) {
-      return "nq" + std::to_string(powerOfTwoAtLeast(args[5].integer())) + ",nkv" +
-             std::to_string(powerOfTwoAtLeast(args[6].integer()));
+    options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) {
+      return "nq" + std::to_string(powerOfTwoAtLeast(args[n_q].integer())) + ",nkv" +
+             std::to_string(powerOfTwoAtLeast(args[n_q + 1].integer()));
     };
-    slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
+    if (which == Tuned::forward)
+      slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
+    else
+      slot = std::make_unique<jit::Autotuner>(
+          backwardKernels(dtype)[which == Tuned::keys_values ? 1 : 2],
+          attention_backward_configs(padded, causal,
+                                     which == Tuned::keys_values ? BackwardPass::keys_values : BackwardPass::queries),
+          options);
   }
   return *slot;
 }
 
-void checkConfig(const dsl::Config &config, int64_t padded, bool causal) {
+void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
     int64_t v = config.get(name, 0);
     if (v < 16 || (v & (v - 1)))
@@ -156,7 +167,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal) {
   }
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
     fail("config " + config.str() + " is not for head_dim " + std::to_string(padded) +
-         (causal ? ", causal" : ", not causal") + " (take one of attention_forward_configs)");
+         (causal ? ", causal" : ", not causal") + " (take one of " + space + ")");
 }
 
 } // namespace
@@ -184,14 +195,39 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   return configs;
 }
 
-/// Backward configs per padded head dim, for dK/dV (BLOCK_N key rows per program) and dQ
-/// (BLOCK_M query rows): warps own 16 whole rows (the chained dots stay in registers) where
-/// the two f32 accumulators fit; at d = 256 dK/dV split warps over columns too.
-dsl::Config backwardConfig(int64_t padded, bool causal, bool keys) {
-  int64_t warps = keys && padded > 128 ? 8 : 4;
-  return {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
-          {"num_warps", warps}, {"num_stages", 2}, {"invariant_operands_in_shared", padded >= 128 ? 1 : 0}};
+std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causal, BackwardPass pass) {
+  int64_t padded = paddedHeadDim(head_dim);
+  // (BLOCK_M, BLOCK_N, warps, stages, K/V or Q/dO in shared memory). The chained dots keep
+  // each warp on 16 whole rows of the program's block (keys for dK/dV, queries for dQ) with
+  // two f32 accumulators of those rows x d; the other block (BLOCK_M query rows per step of
+  // dK/dV) sets the size of the score tiles beside them, small at large d to avoid spilling.
+  // At d = 256, dK/dV's 8 warps split columns too.
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> shapes;
+  if (pass == BackwardPass::keys_values) {
+    if (padded <= 64)
+      shapes = {{32, 64, 4, 2, 0}, {64, 64, 4, 2, 0}, {64, 128, 8, 2, 0}, {32, 128, 8, 3, 0}, {64, 64, 4, 3, 0}};
+    else if (padded <= 128)
+      shapes = {{32, 64, 4, 2, 1}, {16, 64, 4, 2, 1}, {32, 128, 8, 2, 1}, {16, 128, 8, 3, 1}, {64, 64, 4, 2, 1},
+                {32, 64, 4, 3, 1}};
+    else
+      shapes = {{64, 64, 8, 2, 1}, {32, 64, 8, 2, 1}, {16, 64, 8, 2, 1}};
+  } else {
+    if (padded <= 64)
+      shapes = {{64, 64, 4, 2, 0}, {64, 32, 4, 2, 0}, {128, 64, 8, 2, 0}, {64, 128, 4, 2, 0}, {64, 64, 4, 3, 0}};
+    else if (padded <= 128)
+      shapes = {{64, 64, 4, 2, 1}, {64, 32, 4, 2, 1}, {128, 64, 8, 2, 1}, {64, 64, 4, 3, 1}, {128, 32, 8, 3, 1}};
+    else
+      shapes = {{64, 32, 4, 2, 1}, {64, 64, 4, 2, 1}, {64, 16, 4, 2, 1}, {128, 32, 8, 2, 1}};
+  }
+  std::vector<dsl::Config> configs;
+  for (auto [bm, bn, warps, stages, shared] : shapes)
+    configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                       {"num_warps", warps}, {"num_stages", stages}, {"invariant_operands_in_shared", shared}});
+  return configs;
 }
+
+/// The delta pass (a row sum, memory-bound): 64 rows a program.
+dsl::Config deltaConfig(int64_t padded) { return {{"BLOCK_M", 64}, {"HEAD_DIM", padded}, {"num_warps", 4}}; }
 
 std::vector<ShippedKernel> shipped_kernels() {
   std::vector<ShippedKernel> kernels;
@@ -204,9 +240,13 @@ std::vector<ShippedKernel> shipped_kernels() {
           kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
         const auto &backward = backwardKernels(dtype);
         if (!causal)
-          kernels.push_back({backward[0], backwardConfig(padded, false, false), variant});
-        kernels.push_back({backward[1], backwardConfig(padded, causal, true), variant});
-        kernels.push_back({backward[2], backwardConfig(padded, causal, false), variant});
+          kernels.push_back({backward[0], deltaConfig(padded), variant});
+        for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries}) {
+          std::vector<dsl::Config> passConfigs = attention_backward_configs(padded, causal, pass);
+          for (size_t i = 0; i < passConfigs.size(); ++i)
+            kernels.push_back({backward[pass == BackwardPass::keys_values ? 1 : 2], passConfigs[i],
+                               variant + (i ? ".c" + std::to_string(i) : "")});
+        }
       }
   return kernels;
 }
@@ -303,7 +343,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
     fail("scale must be finite");
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
-    checkConfig(*options.config, padded, options.causal);
+    checkConfig(*options.config, padded, options.causal, "attention_forward_configs");
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
@@ -320,7 +360,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   };
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
-                                                : tunerFor(q.dtype, padded, options.causal).config_for(grid, args);
+                                                : tunerFor(Tuned::forward, q.dtype, padded, options.causal).config_for(grid, args);
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
@@ -347,42 +387,60 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
   if (options.scale && !std::isfinite(*options.scale))
     fail("scale must be finite");
+  const int64_t padded = paddedHeadDim(p.head_dim), group = p.heads_q / p.heads_kv;
+  if (options.keys_values_config)
+    checkConfig(*options.keys_values_config, padded, options.causal, "attention_backward_configs(keys_values)");
+  if (options.queries_config)
+    checkConfig(*options.queries_config, padded, options.causal, "attention_backward_configs(queries)");
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout},
                            {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
 
-  const int64_t padded = paddedHeadDim(p.head_dim), group = p.heads_q / p.heads_kv;
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
   const auto &kernels = backwardKernels(q.dtype);
   auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
   const auto batchHeads = static_cast<uint32_t>(p.batch * p.heads_q);
-  jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4));
+  jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4), stream);
   if (p.n_q > 0) {
-    dsl::Config config = backwardConfig(padded, false, false);
+    dsl::Config config = deltaConfig(padded);
     kernels[0].launch_on(stream, {blocks(p.n_q, config["BLOCK_M"]), batchHeads, 1}, config, o.data, dout.data,
                          delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
                          dout.stride(0), dout.stride(1), dout.stride(2));
   }
-  if (dk.numel() > 0) {
-    dsl::Config config = backwardConfig(padded, options.causal, true);
-    kernels[1].launch_on(stream, {blocks(p.n_kv, config["BLOCK_N"]), static_cast<uint32_t>(p.batch * p.heads_kv), 1},
-                         config, q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q,
-                         p.n_kv, p.heads_q, group, p.head_dim, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
-                         k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), dout.stride(0),
-                         dout.stride(1), dout.stride(2), dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
-                         dv.stride(1), dv.stride(2), scale);
-  }
-  if (dq.numel() > 0) {
-    dsl::Config config = backwardConfig(padded, options.causal, false);
-    kernels[2].launch_on(stream, {blocks(p.n_q, config["BLOCK_M"]), batchHeads, 1}, config, q.data, k.data, v.data,
-                         dout.data, lse.data, delta.data(), dq.data, p.n_q, p.n_kv, p.heads_q, group, p.head_dim,
-                         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
-                         v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dq.stride(0),
-                         dq.stride(1), dq.stride(2), scale);
-  }
-  jit::synchronize(stream);
+  // Each pass with its given, default (untuned, interpreted) or tuned config.
+  auto launch = [&](Tuned which, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
+                    std::vector<dsl::LaunchArg> args, int64_t rows, const char *block, int64_t programsPerRow) {
+    auto grid = [&](const dsl::Config &config) {
+      return dsl::Grid{blocks(rows, config[block]), static_cast<uint32_t>(programsPerRow), 1};
+    };
+    BackwardPass pass = which == Tuned::keys_values ? BackwardPass::keys_values : BackwardPass::queries;
+    dsl::Config config = given                    ? *given
+                         : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
+                                                  : tunerFor(which, q.dtype, padded, options.causal).config_for(grid, args);
+    kernel.launch_args(stream, grid(config), config, args.data(), args.size());
+  };
+  const std::vector<dsl::LaunchArg> strides{q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
+                                            k.stride(2), v.stride(0), v.stride(1), v.stride(2), dout.stride(0),
+                                            dout.stride(1), dout.stride(2)};
+  auto withStrides = [&](std::vector<dsl::LaunchArg> head, std::initializer_list<dsl::LaunchArg> tail) {
+    head.insert(head.end(), strides.begin(), strides.end());
+    head.insert(head.end(), tail);
+    return head;
+  };
+  if (dk.numel() > 0)
+    launch(Tuned::keys_values, options.keys_values_config, kernels[1],
+           withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q, p.n_kv,
+                        p.heads_q, group, p.head_dim},
+                       {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}),
+           p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
+  if (dq.numel() > 0)
+    launch(Tuned::queries, options.queries_config, kernels[2],
+           withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, p.n_q, p.n_kv, p.heads_q,
+                        group, p.head_dim},
+                       {dq.stride(0), dq.stride(1), dq.stride(2), scale}),
+           p.n_q, "BLOCK_M", batchHeads);
 }
 
 } // namespace tessera::kernels

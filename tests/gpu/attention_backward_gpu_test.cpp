@@ -20,7 +20,14 @@ struct BackwardCase {
   int64_t batch, n_q, n_kv, heads_q, heads_kv, d;
   bool causal;
   DType dtype;
+  int config = -1; ///< >= 0: the config-th of each pass's tuning space (wrapping), else tuned
 };
+
+std::string nameOf(const BackwardCase &c) {
+  return "q" + std::to_string(c.n_q) + "_k" + std::to_string(c.n_kv) + "_h" + std::to_string(c.heads_q) + "x" +
+         std::to_string(c.heads_kv) + "_d" + std::to_string(c.d) + (c.causal ? "_causal_" : "_") +
+         dsl::to_string(c.dtype) + (c.config >= 0 ? "_config" + std::to_string(c.config) : "");
+}
 
 class AttentionBackward : public GpuTest, public ::testing::WithParamInterface<BackwardCase> {};
 
@@ -45,6 +52,14 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
   TensorView lseView{lse.data(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, kernels::DeviceType::cuda};
   kernels::AttentionOptions options;
   options.causal = c.causal;
+  if (c.config >= 0) {
+    auto pick = [&](kernels::BackwardPass pass) {
+      auto space = kernels::attention_backward_configs(c.d, c.causal, pass);
+      return space[c.config % space.size()];
+    };
+    options.keys_values_config = pick(kernels::BackwardPass::keys_values);
+    options.queries_config = pick(kernels::BackwardPass::queries);
+  }
   kernels::attention_forward(view(q_dev, c.n_q, c.heads_q), view(k_dev, c.n_kv, c.heads_kv), view(v_dev, c.n_kv, c.heads_kv),
                              view(o, c.n_q, c.heads_q), lseView, options);
   auto backward = [&] {
@@ -111,12 +126,23 @@ INSTANTIATE_TEST_SUITE_P(
                       BackwardCase{1, 257, 257, 3, 1, 96, true, DType::f16},   // MQA, padded d
                       BackwardCase{1, 1, 200, 2, 2, 32, false, DType::bf16},   // one query
                       BackwardCase{1, 130, 70, 1, 1, 256, false, DType::f16}),
-    [](const auto &info) {
-      const BackwardCase &c = info.param;
-      return "q" + std::to_string(c.n_q) + "_k" + std::to_string(c.n_kv) + "_h" + std::to_string(c.heads_q) + "x" +
-             std::to_string(c.heads_kv) + "_d" + std::to_string(c.d) + (c.causal ? "_causal_" : "_") +
-             dsl::to_string(c.dtype);
-    });
+    [](const auto &info) { return nameOf(info.param); });
+
+// Every config of both passes' tuning spaces (paired in order, the shorter list wrapping).
+std::vector<BackwardCase> everyConfig() {
+  std::vector<BackwardCase> cases;
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      size_t count = std::max(kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values).size(),
+                              kernels::attention_backward_configs(d, causal, kernels::BackwardPass::queries).size());
+      for (size_t i = 0; i < count; ++i)
+        cases.push_back({1, 200, 331, 2, 1, d, causal, DType::f16, int(i)});
+    }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryConfig, AttentionBackward, ::testing::ValuesIn(everyConfig()),
+                         [](const auto &info) { return nameOf(info.param); });
 
 } // namespace
 } // namespace tessera::testing

@@ -70,7 +70,9 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   Registered<float> lse_memory(std::vector<float>(size_t(c.batch) * c.heads_q * c.n_q, NAN));
   const std::vector<float> &lse = lse_memory.data;
   TensorView lse_view{lse_memory.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
-  attention_forward(q.view, k.view, v.view, o.view, lse_view, {c.causal, std::nullopt, std::nullopt});
+  AttentionOptions options;
+  options.causal = c.causal;
+  attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
 
   // Each head gathered contiguous for the shared fp64 reference.
   auto head_of = [](Buffer &buffer, int b, int h, int n, int d) {
@@ -200,6 +202,21 @@ TEST_F(AttentionApiErrors, EveryConfigOfTheSpaceIsValid) {
         EXPECT_EQ(config["CAUSAL"], causal ? 1 : 0);
         EXPECT_GE(config["BLOCK_M"] / config["num_warps"], 16) << config.str() << ": a warp must own 16 rows";
       }
+  // The backward passes: dK/dV's warps own key rows (BLOCK_N), dQ's query rows (BLOCK_M);
+  // at d = 256 dK/dV's 8 warps share rows (split over columns).
+  for (int64_t d : {32, 64, 128, 256})
+    for (bool causal : {false, true})
+      for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
+        for (const dsl::Config &config : attention_backward_configs(d, causal, pass)) {
+          EXPECT_EQ(config["HEAD_DIM"], d);
+          EXPECT_EQ(config["CAUSAL"], causal ? 1 : 0);
+          EXPECT_GE(config["BLOCK_M"], 16);
+          EXPECT_GE(config["BLOCK_N"], 16);
+          int64_t rows = pass == BackwardPass::keys_values ? config["BLOCK_N"] : config["BLOCK_M"];
+          if (!(pass == BackwardPass::keys_values && d == 256)) {
+            EXPECT_GE(rows / config["num_warps"], 16) << config.str() << ": a warp must own 16 rows";
+          }
+        }
 }
 
 } // namespace
@@ -308,9 +325,10 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
       dk(DType::f16, 1, 16, 2, 32, false), dv(DType::f16, 1, 16, 2, 32, false);
   Registered<float> lse(std::vector<float>(32));
   TensorView lse_view{lse.ptr(), DType::f32, {1, 2, 16}, {}, DeviceType::cpu};
+  AttentionOptions options;
   auto expectError = [&](const TensorView &dq_view, const TensorView &dk_view, const std::string &needle) {
     try {
-      attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq_view, dk_view, dv.view);
+      attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq_view, dk_view, dv.view, options);
       ADD_FAILURE() << "no error; expected one saying: " << needle;
     } catch (const Error &e) {
       EXPECT_THAT(e.what(), HasSubstr(needle));
@@ -325,6 +343,11 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
   bad = dq.view;
   bad.dtype = DType::bf16;
   expectError(bad, dk.view, "attention_backward: dq is bf16 but q is f16");
+  options.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
+  expectError(dq.view, dk.view, "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
+  options.queries_config.reset();
+  options.keys_values_config = attention_backward_configs(32, true, BackwardPass::keys_values).front();
+  expectError(dq.view, dk.view, "is not for head_dim 32, not causal (take one of attention_backward_configs(keys_values))");
 }
 
 } // namespace

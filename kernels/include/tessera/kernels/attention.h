@@ -33,7 +33,14 @@ struct AttentionOptions {
   std::optional<double> scale;  ///< default 1/sqrt(head_dim)
   /// Launch with this config (one of attention_forward_configs) instead of the autotuned one.
   std::optional<dsl::Config> config;
+  /// The backward's passes with these configs (of attention_backward_configs) instead of the
+  /// autotuned ones.
+  std::optional<dsl::Config> keys_values_config, queries_config;
 };
+
+/// The two tuned passes of attention_backward: dK/dV (a program per key block, looping over
+/// the query blocks) and dQ (a program per query block, looping over the key blocks).
+enum class BackwardPass { keys_values, queries };
 
 /// The configs attention_forward is autotuned over for a head dim (BLOCK_M, BLOCK_N,
 /// HEAD_DIM = head_dim padded to a power of two, CAUSAL, num_warps, num_stages); the first
@@ -41,6 +48,10 @@ struct AttentionOptions {
 /// runs on the first call per GPU model, dtype, head dim, causality and power-of-two buckets
 /// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h).
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal);
+
+/// The configs a backward pass is autotuned over, like attention_forward_configs (each pass
+/// tuned on its own; the first is the default).
+std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causal, BackwardPass pass);
 
 /// q: [batch, n_q, heads_q, head_dim]; k, v: [batch, n_kv, heads_kv, head_dim] (heads_q a
 /// multiple of heads_kv: GQA/MQA); o like q; lse: f32 [batch, heads_q, n_q], contiguous.
@@ -55,8 +66,8 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
 /// gradient dout (like o), fills dq (like q), dk and dv (like k) in q's dtype. Deterministic:
 /// bitwise the same on every run (dk, dv sum the query heads of a GQA group in order). The
 /// views follow attention_forward's rules; outputs must not overlap anything. `options` as
-/// for the forward (its config is ignored: the backward has its own per head dim). Launches
-/// on `stream` and waits for it (the per-row workspace is freed on return).
+/// for the forward (its forward config is ignored). Launches on `stream` (its per-row
+/// workspace allocated and freed in stream order, as the work runs) and returns at once.
 void attention_backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                         const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
                         const TensorView &dv, const AttentionOptions &options = {}, void *stream = nullptr);
