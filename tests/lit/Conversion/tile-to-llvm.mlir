@@ -126,14 +126,35 @@ func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Float atomic max: non-negative values as a signed-integer max, negative ones as an
-// unsigned-integer min of the bits; float add is native.
+// unsigned-integer min of the bits; float add is native, and a reduction (red) when nobody
+// reads the old value.
 // CHECK-LABEL: llvm.func @float_atomics
 // CHECK: atom.global.acq_rel.gpu.max.s32
 // CHECK: atom.global.acq_rel.gpu.min.u32
 // CHECK: atom.global.relaxed.cta.add.f32
-func.func @float_atomics(%p: !tile.ptr<f32>, %v: f32) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+// CHECK: red.global.relaxed.gpu.add.f32
+func.func @float_atomics(%p: !tile.ptr<f32>, %v: f32) -> f32 attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
   %a = tile.atomic_rmw max, acq_rel, gpu, %p, %v : !tile.ptr<f32>
   %b = tile.atomic_rmw add, relaxed, cta, %p, %v : !tile.ptr<f32>
+  %c = tile.atomic_rmw add, relaxed, gpu, %p, %v : !tile.ptr<f32>
+  return %b : f32
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [2], order = [0]>
+
+// 16 elements over 64 threads: lanes 16-31 and warp 1 hold replicas, which must not add again;
+// only threads whose lane bit 4 and warp bit 0 are clear do.
+// CHECK-LABEL: llvm.func @replicated_atomics
+// CHECK: %[[LANE:.*]] = llvm.icmp "eq"
+// CHECK: %[[WARP:.*]] = llvm.icmp "eq"
+// CHECK: %[[OWNER:.*]] = llvm.and %{{.*}}, %[[WARP]] : i1
+// CHECK: %[[MASK:.*]] = llvm.and %{{.*}}, %[[OWNER]] : i1
+// CHECK: red.global.relaxed.gpu.add.f32 {{.*}} %[[MASK]]
+// CHECK-NOT: red.global
+func.func @replicated_atomics(%p: tensor<16x!tile.ptr<f32>, #b>, %v: tensor<16xf32, #b>) attributes {tile.kernel, tile.num_warps = 2 : i32, tile.shared_memory = 0 : i64} {
+  %a = tile.atomic_rmw add, relaxed, gpu, %p, %v : tensor<16x!tile.ptr<f32>, #b>
   return
 }
 

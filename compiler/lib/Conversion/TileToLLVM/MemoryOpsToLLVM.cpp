@@ -268,6 +268,32 @@ struct StoreLowering : ConvertOpToLLVMPattern<StoreOp> {
   }
 };
 
+/// Where a layout holds an element more than once (zero bases: a tile smaller than the
+/// threads, or a broadcast), which copy applies an atomic: an i1 that is true in the threads
+/// whose replicated lane and warp bits are 0, and the register bits that only repeat a
+/// register. Other copies skip the operation (a replicated thread reads back 0).
+std::pair<Value, int64_t> replicaOwner(OpBuilder &b, Location loc, Type ptrType) {
+  Value owner = LLVM::ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true));
+  auto type = dyn_cast<RankedTensorType>(ptrType);
+  if (!type || !type.getEncoding())
+    return {owner, 0};
+  layout::LinearLayout layout = toLinearLayout(type.getEncoding(), type.getShape());
+  auto isZero = [](const layout::Coord &c) { return llvm::all_of(c, [](int64_t x) { return x == 0; }); };
+  ThreadId id = threadId(b, loc);
+  for (auto [bases, index] : {std::pair{&layout.lanes(), id.lane}, std::pair{&layout.warps(), id.warp}})
+    for (size_t bit = 0; bit < bases->size(); ++bit)
+      if (isZero((*bases)[bit])) {
+        Value set = LLVM::AndOp::create(b, loc, index, i32Constant(b, loc, int64_t(1) << bit));
+        Value clear = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, set, i32Constant(b, loc, 0));
+        owner = LLVM::AndOp::create(b, loc, owner, clear);
+      }
+  int64_t replicaBits = 0;
+  for (size_t bit = 0; bit < layout.registers().size(); ++bit)
+    if (isZero(layout.registers()[bit]))
+      replicaBits |= int64_t(1) << bit;
+  return {owner, replicaBits};
+}
+
 struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AtomicRMWOp op, OpAdaptor adaptor,
@@ -294,12 +320,26 @@ struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
     Values values = registersOf(rewriter, loc, adaptor.getValue());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
     Value always = LLVM::ConstantOp::create(rewriter, loc, rewriter.getI1Type(), rewriter.getBoolAttr(true));
+    auto [owner, replicaBits] = replicaOwner(rewriter, loc, op.getPtr().getType());
+    // An add whose old values nobody reads is a reduction (red): no reply from memory.
+    bool reduction = op->use_empty() && op.getKind() == AtomicKind::add &&
+                     (op.getSem() == MemSemantic::relaxed || op.getSem() == MemSemantic::release);
     Values out;
     for (size_t r = 0; r < ptrs.size(); ++r) {
+      if (r & replicaBits) { // the same element as an earlier register: applied once
+        out.push_back(out[r & ~replicaBits]);
+        continue;
+      }
       Value word = toWord(rewriter, loc, values[r]);
-      Value mask = masks.empty() ? always : masks[r];
+      Value mask = LLVM::AndOp::create(rewriter, loc, masks.empty() ? always : masks[r], owner);
       Value old;
-      if (floatExtremum) {
+      if (reduction) {
+        ptx(rewriter, loc, Type(),
+            "@$2 red.global." + stringifyMemSemantic(op.getSem()).str() + "." +
+                stringifyMemScope(op.getScope()).str() + ".add." + type + " [$0], $1;",
+            "l," + reg + ",b", {ptrs[r], word, mask}, true);
+        old = word; // unread
+      } else if (floatExtremum) {
         // Floats order like sign-magnitude integers: a non-negative value compares with memory as
         // a signed integer, a negative one in reverse as an unsigned integer.
         bool isMax = op.getKind() == AtomicKind::max;
