@@ -2,7 +2,8 @@
 // prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
 // strides, which takes the vectorized paths); --only TEXT keeps the kernels whose file name
-// contains TEXT (e.g. attention_bwd_dkdv.f16.d128). CI assembles every file with ptxas. Without
+// contains TEXT (e.g. attention_bwd_dkdv.f16.d128), --shard I/N every N-th kernel from the I-th
+// (N processes share the work). CI assembles every file with ptxas. Without
 // flags it then runs flash attention and checks it against a CPU reference: on the GPU, or
 // through the interpreter where there is none.
 #include "attention_check.h"
@@ -16,6 +17,7 @@
 #include "tessera/kernels/catalog.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -26,6 +28,7 @@ int main(int argc, char **argv) {
   using namespace tessera::dsl;
   bool printIR = false;
   std::string ptxDir, only;
+  size_t shard = 0, shards = 1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--ir")
@@ -34,8 +37,11 @@ int main(int argc, char **argv) {
       ptxDir = argv[++i];
     else if (arg == "--only" && i + 1 < argc)
       only = argv[++i];
+    else if (arg == "--shard" && i + 1 < argc && std::sscanf(argv[++i], "%zu/%zu", &shard, &shards) == 2 &&
+             shard < shards)
+      continue;
     else {
-      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR] [--only TEXT]\n";
+      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR] [--only TEXT] [--shard I/N]\n";
       return 2;
     }
   }
@@ -56,7 +62,8 @@ int main(int argc, char **argv) {
     };
     for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels())
       examples.push_back({shipped.kernel, shipped.config, {}, "." + shipped.variant});
-    for (const Example &example : examples) {
+    for (size_t e = shard; e < examples.size(); e += shards) {
+      const Example &example = examples[e];
       Specialization aligned;
       aligned.divisible_by_16.assign(example.kernel.signature().size(), true);
       aligned.equal_to_1.assign(example.kernel.signature().size(), false);
@@ -78,7 +85,7 @@ int main(int argc, char **argv) {
           std::ofstream(ptxDir + "/" + traced.name() + variant + ".ptx") << compiled.ptx;
       }
     }
-    if (printIR || !ptxDir.empty() || !only.empty())
+    if (printIR || !ptxDir.empty() || !only.empty() || shards > 1)
       return 0;
     std::string why;
     if (!interpreter::enabled() && !jit::gpu_available(&why)) {

@@ -5,11 +5,14 @@
 set -euo pipefail
 examples=$1 ptxas=$2 out=$3
 rm -rf "$out" && mkdir -p "$out"
-"$examples" --ptx "$out"
-count=0
-for ptx in "$out"/*.ptx; do
-  "$ptxas" -arch=sm_90a -v "$ptx" -o "${ptx%.ptx}.cubin" 2>&1 | grep -E "registers|spill" | sed "s|^|$(basename "$ptx"): |"
-  count=$((count + 1))
+jobs=$(nproc)
+for shard in $(seq 0 $((jobs - 1))); do
+  "$examples" --ptx "$out" --shard "$shard/$jobs" > "$out/compile.$shard.log" &
 done
+for shard in $(seq 0 $((jobs - 1))); do wait -n || { cat "$out"/compile.*.log; exit 1; }; done
+assemble() { set -o pipefail; "$2" -arch=sm_90a -v "$1" -o "${1%.ptx}.cubin" 2>&1 | grep -E "registers|spill" | sed "s|^|$(basename "$1"): |"; }
+export -f assemble
+ls "$out"/*.ptx | xargs -P "$jobs" -I{} bash -c 'assemble "$1" "$2"' _ {} "$ptxas"
+count=$(ls "$out"/*.cubin | wc -l)
 [ "$count" -ge 42 ] || { echo "expected at least 42 PTX files, got $count" >&2; exit 1; }
 echo "ptxas assembled $count kernels for sm_90a"
