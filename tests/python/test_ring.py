@@ -128,3 +128,34 @@ def test_causal_shards_must_hold_equal_queries_and_keys():
         td.forward(q, q[:, :6], q[:, :6], ring, causal=True)
     with pytest.raises(ValueError, match="7 local tokens is odd"):
         td.forward(q[:, :7], q[:, :7], q[:, :7], ring, causal=True, sharding="zigzag")
+
+
+def _gloo_rank(rank, world, port, sharding, causal):
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        g = torch.Generator().manual_seed(5)
+        q, k, v, dout = (torch.randn(1, 4 * world * 3, heads, 32, generator=g).half() for heads in (2, 1, 1, 2))
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        whole = tessera.flash_attn(*leaves, causal=causal)
+        whole_grads = torch.autograd.grad(whole, leaves, dout)
+        mine = [td.shard(x, rank, world, sharding).requires_grad_() for x in (q, k, v)]
+        o = td.ring_attention(*mine, causal=causal, sharding=sharding)
+        grads = torch.autograd.grad(o, mine, td.shard(dout, rank, world, sharding))
+        for name, got, want in zip(("o", "dq", "dk", "dv"), (o, *grads), (whole, *whole_grads)):
+            assert (got.float() - td.shard(want, rank, world, sharding).float()).abs().max() < 1e-2, name
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("sharding,causal", [("contiguous", False), ("zigzag", True)])
+def test_torch_ring_over_gloo_matches_flash_attn(sharding, causal):
+    """ring_attention itself (TorchRing, autograd) over torch.distributed's gloo on CPU
+    tensors through the interpreter: two processes against flash_attn on the whole sequence."""
+    torch = pytest.importorskip("torch")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(_gloo_rank, args=(2, port, sharding, causal), nprocs=2)
