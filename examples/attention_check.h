@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -39,14 +40,15 @@ std::vector<T> head_rows(const std::vector<T> &all, int64_t b, int64_t h, int64_
 /// One head's softmax(q k^T * scale) v from 16-bit inputs (fp16, or bf16 when `bf16`):
 /// `exact` in fp64, `naive` as a same-dtype implementation gets it (probabilities and output
 /// rounded to the input type), and the natural-log `lse` per row (-inf for rows that see no
-/// key). `causal`: row i sees keys j <= i + n_kv - n_q (bottom-right aligned).
+/// key). `causal`: row i sees keys j <= i + n_kv - n_q (bottom-right aligned). `modify`
+/// (optional): the score of row i, key j from its scaled dot product; -inf masks it.
 struct AttentionReference {
   std::vector<double> exact, naive, lse;
 };
 
 inline AttentionReference attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n_q,
-                                              int n_kv, int d, double scale, bool causal = false,
-                                              bool bf16 = false) {
+                                              int n_kv, int d, double scale, bool causal = false, bool bf16 = false,
+                                              const std::function<double(int, int, double)> &modify = {}) {
   auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
   auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
   auto widen_all = [&](const uint16_t *h, int rows) {
@@ -64,7 +66,7 @@ inline AttentionReference attention_reference(const uint16_t *q, const uint16_t 
       double s = 0;
       for (int c = 0; c < d; ++c)
         s += qd[i * d + c] * kd[j * d + c];
-      scores[j] = !causal || j <= i + n_kv - n_q ? s * scale : -INFINITY;
+      scores[j] = causal && j > i + n_kv - n_q ? -INFINITY : modify ? modify(i, j, s * scale) : s * scale;
       peak = std::max(peak, scores[j]);
     }
     double total = 0;

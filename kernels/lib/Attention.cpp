@@ -1,4 +1,5 @@
 #include "tessera/kernels/attention.h"
+#include "tessera/kernels/block_sparse.h"
 #include "tessera/kernels/catalog.h"
 
 #include "AttentionKernels.h"
@@ -229,8 +230,43 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
 /// The delta pass (a row sum, memory-bound): 64 rows a program.
 dsl::Config deltaConfig(int64_t padded) { return {{"BLOCK_M", 64}, {"HEAD_DIM", padded}, {"num_warps", 4}}; }
 
+/// Block-sparse attention's default: the dense forward's first shape for the head dim, its
+/// blocks no larger than the mask's.
+dsl::Config blockSparseConfig(int64_t padded, int64_t mask_bm, int64_t mask_bn) {
+  dsl::Config config = attention_forward_configs(padded, false).front();
+  config.set("BLOCK_M", std::min(config["BLOCK_M"], mask_bm));
+  config.set("BLOCK_N", std::min(config["BLOCK_N"], mask_bn));
+  config.set("num_warps", std::min(config["num_warps"], config["BLOCK_M"] / 16));
+  config.set("SPLIT_MASKED", 0);
+  return config;
+}
+
+/// With the mask's block sizes, which the kernel compiles in.
+dsl::Config withMaskBlocks(dsl::Config config, int64_t mask_bm, int64_t mask_bn) {
+  config.set("MASK_BLOCK_M", mask_bm);
+  config.set("MASK_BLOCK_N", mask_bn);
+  return config;
+}
+
 std::vector<ShippedKernel> shipped_kernels() {
   std::vector<ShippedKernel> kernels;
+  // Block-sparse attention plain, and with modifiers of each kind (a mask and a score read
+  // from tensors, tanh), at the default 128x128 mask blocks.
+  Modifiers sample;
+  sample.mask_mod = [](const dsl::Tile &b, const dsl::Tile &, const dsl::Tile &q, const dsl::Tile &kv,
+                       const dsl::Tile &documents) {
+    return dsl::load(documents + b * 4096 + q) == dsl::load(documents + b * 4096 + kv) && kv <= q;
+  };
+  sample.score_mod = [](const dsl::Tile &s, const dsl::Tile &, const dsl::Tile &, const dsl::Tile &q,
+                        const dsl::Tile &kv, const dsl::Tile &bias) {
+    return 30.0 * dsl::tanh(s / 30.0) + dsl::load(bias + (kv - q + 4095));
+  };
+  for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
+    for (int64_t padded : {64, 128})
+      for (bool modified : {false, true})
+        kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}),
+                           withMaskBlocks(blockSparseConfig(padded, 128, 128), 128, 128),
+                           dsl::to_string(dtype) + ".d" + std::to_string(padded) + (modified ? ".modified" : "")});
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {32, 64, 128, 256})
       for (bool causal : {false, true}) {
@@ -441,6 +477,53 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                         group, p.head_dim},
                        {dq.stride(0), dq.stride(1), dq.stride(2), scale}),
            p.n_q, "BLOCK_M", batchHeads);
+}
+
+struct BlockSparseAttention::Compiled {
+  dsl::Kernel kernels[2]; // f16, bf16
+};
+
+BlockSparseAttention::BlockSparseAttention(Modifiers modifiers)
+    : compiled_(new Compiled{{detail::block_sparse_forward_kernel(dsl::DType::f16, modifiers),
+                              detail::block_sparse_forward_kernel(dsl::DType::bf16, modifiers)}}) {}
+
+BlockSparseAttention::~BlockSparseAttention() = default;
+
+void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                                   const TensorView &lse, const BlockMask &mask, const AttentionOptions &options,
+                                   const SparseInputs &inputs, void *stream) const {
+  api = "block_sparse_attention_forward";
+  const Problem p = checkProblem(q, k, v, o, lse);
+  checkWritten({{"o", &o}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
+  if (options.causal)
+    fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
+  if (options.scale && !std::isfinite(*options.scale))
+    fail("scale must be finite");
+  if (mask.batch() != p.batch || mask.n_q() != p.n_q || mask.n_kv() != p.n_kv ||
+      (mask.heads() != 1 && mask.heads() != p.heads_q))
+    fail("the block mask is for batch " + std::to_string(mask.batch()) + ", " + std::to_string(mask.heads()) +
+         " heads, n_q " + std::to_string(mask.n_q()) + ", n_kv " + std::to_string(mask.n_kv()) +
+         "; the inputs have batch " + std::to_string(p.batch) + ", heads_q " + std::to_string(p.heads_q) +
+         ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
+  const int64_t padded = paddedHeadDim(p.head_dim);
+  dsl::Config config = options.config ? *options.config : blockSparseConfig(padded, mask.block_m(), mask.block_n());
+  checkConfig(config, padded, false, "attention_forward_configs");
+  if (mask.block_m() % config["BLOCK_M"] || mask.block_n() % config["BLOCK_N"])
+    fail("config " + config.str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
+         std::to_string(mask.block_m()) + "x" + std::to_string(mask.block_n()));
+  config = withMaskBlocks(config, mask.block_m(), mask.block_n());
+  std::optional<jit::DeviceGuard> onTheirGpu;
+  guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
+  if (o.numel() == 0)
+    return;
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  const dsl::Grid grid{static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
+                       static_cast<uint32_t>(p.batch * p.heads_q), 1};
+  compiled_->kernels[q.dtype == dsl::DType::bf16].launch_on(
+      stream, grid, config, q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux,
+      inputs.score_aux, p.n_q, p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(),
+      mask.kv_blocks(), q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
+      v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale));
 }
 
 } // namespace tessera::kernels

@@ -2,6 +2,8 @@
 #ifndef TESSERA_KERNELS_LIB_ATTENTIONKERNELS_H
 #define TESSERA_KERNELS_LIB_ATTENTIONKERNELS_H
 
+#include "tessera/kernels/block_sparse.h"
+
 #include <tessera/dsl.h>
 
 namespace tessera::kernels::detail {
@@ -11,6 +13,11 @@ namespace tessera::kernels::detail {
 /// head dim padded to a power of two >= 16), CAUSAL (0/1). Grid: (cdiv(n_q, BLOCK_M),
 /// batch * heads_q).
 dsl::Kernel attention_forward_kernel(dsl::DType dtype);
+
+/// Block-sparse attention forward with the forward's arguments plus the mask's index arrays
+/// (BlockMask::device_indices), the modifiers' aux pointers and the mask's heads and block
+/// counts; meta parameters as the forward plus MASK_BLOCK_M/N (BLOCK_M/N divide them).
+dsl::Kernel block_sparse_forward_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
 /// The backward pass (FlashAttention 2, deterministic): delta = rowsum(dO * O) per query row
 /// (grid (cdiv(n_q, BLOCK_M), batch * heads_q)); dK, dV per key block of a KV head, summing

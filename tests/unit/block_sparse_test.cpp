@@ -1,0 +1,246 @@
+// Block-sparse attention through the interpreter against the fp64 reference with the same mask
+// (full blocks whole, partial blocks through the mask predicate, the rest skipped) and score
+// modifier: the ready-made masks, random block maps per head, rows with nothing to attend,
+// mask_mod and score_mod reading tensors; the builders against from_predicate; bad input.
+#include "tessera/kernels/block_sparse.h"
+
+#include "attention_check.h"
+#include "interpreter_util.h"
+
+#include <tessera/dsl/fp16.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::kernels;
+using dsl::DType;
+using dsl::Tile;
+using ::testing::HasSubstr;
+using tessera::testing::Interpreted;
+using tessera::testing::Registered;
+
+/// Host predicate and score of one element, as the DSL modifiers compute them.
+using HostMask = std::function<bool(int b, int h, int q, int kv)>;
+using HostScore = std::function<double(int b, int h, int q, int kv, double score)>;
+
+struct Problem {
+  int batch, n_q, n_kv, heads_q, heads_kv, d;
+};
+
+class BlockSparse : public Interpreted<> {
+protected:
+  /// Runs `attention` on random f16 inputs and checks O and LSE against the reference.
+  void check(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention, const HostMask &partial,
+             const HostScore &score = {}, const SparseInputs &inputs = {}) {
+    std::mt19937 rng(p.n_q * 7 + p.n_kv);
+    std::normal_distribution<float> normal;
+    auto tensor = [&](int n, int heads) {
+      std::vector<uint16_t> bits(size_t(p.batch) * n * heads * p.d);
+      for (uint16_t &x : bits)
+        x = to_half(normal(rng));
+      return bits;
+    };
+    Registered<uint16_t> q(tensor(p.n_q, p.heads_q)), k(tensor(p.n_kv, p.heads_kv)), v(tensor(p.n_kv, p.heads_kv)),
+        o(std::vector<uint16_t>(size_t(p.batch) * p.n_q * p.heads_q * p.d, 0xffff));
+    Registered<float> lse(std::vector<float>(size_t(p.batch) * p.heads_q * p.n_q, NAN));
+    auto view = [&](Registered<uint16_t> &r, int n, int heads) {
+      return TensorView{r.ptr(), DType::f16, {p.batch, n, heads, p.d}, {}, DeviceType::cpu};
+    };
+    attention.forward(view(q, p.n_q, p.heads_q), view(k, p.n_kv, p.heads_kv), view(v, p.n_kv, p.heads_kv),
+                      view(o, p.n_q, p.heads_q), {lse.ptr(), DType::f32, {p.batch, p.heads_q, p.n_q}, {}, DeviceType::cpu},
+                      mask, {}, inputs);
+
+    const double scale = 1 / std::sqrt(double(p.d));
+    double worst = 0, naive = 0, worst_lse = 0;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_q; ++h) {
+        int hk = h / (p.heads_q / p.heads_kv), hm = mask.heads() == 1 ? 0 : h;
+        auto modify = [&](int i, int j, double s) {
+          auto state = mask.state(b, hm, i / mask.block_m(), j / mask.block_n());
+          bool seen = state == BlockMask::State::full || (state == BlockMask::State::partial && partial(b, h, i, j));
+          return seen ? (score ? score(b, h, i, j, s) : s) : -INFINITY;
+        };
+        auto ref = examples::attention_reference(examples::head_rows(q.data, b, h, p.n_q, p.heads_q, p.d).data(),
+                                                 examples::head_rows(k.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
+                                                 examples::head_rows(v.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
+                                                 p.n_q, p.n_kv, p.d, scale, false, false, modify);
+        for (int i = 0; i < p.n_q; ++i) {
+          for (int e = 0; e < p.d; ++e) {
+            double got = from_half(o.data[((size_t(b) * p.n_q + i) * p.heads_q + h) * p.d + e]);
+            double exact = ref.exact[size_t(i) * p.d + e];
+            ASSERT_TRUE(std::isfinite(got)) << "row " << i << " head " << h << ": not finite or not written";
+            worst = std::max(worst, std::abs(got - exact));
+            naive = std::max(naive, std::abs(ref.naive[size_t(i) * p.d + e] - exact));
+          }
+          float got_lse = lse.data[(size_t(b) * p.heads_q + h) * p.n_q + i];
+          if (std::isinf(ref.lse[i]))
+            EXPECT_TRUE(std::isinf(got_lse) && got_lse < 0) << "row " << i << " sees no key: lse " << got_lse;
+          else
+            worst_lse = std::max(worst_lse, std::abs(got_lse - ref.lse[i]));
+        }
+      }
+    EXPECT_LE(worst, 2 * naive + 1e-3) << "naive " << naive;
+    EXPECT_LE(worst_lse, 1e-3);
+  }
+};
+
+Modifiers maskOnly(std::function<Tile(const Tile &, const Tile &, const Tile &, const Tile &, const Tile &)> mod) {
+  Modifiers m;
+  m.mask_mod = std::move(mod);
+  return m;
+}
+
+TEST_F(BlockSparse, CausalRaggedGqa) {
+  Problem p{2, 100, 130, 4, 2, 32};
+  BlockSparseAttention causal(maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q + 30; }));
+  check(p, BlockMask::causal(2, 100, 130, 32, 32), causal, [](int, int, int q, int kv) { return kv <= q + 30; });
+}
+
+TEST_F(BlockSparse, SlidingWindowPrefixLmAndDocuments) {
+  Problem p{1, 150, 150, 2, 1, 64};
+  BlockSparseAttention window(
+      maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q && q - kv < 48; }));
+  check(p, BlockMask::sliding_window(1, 150, 48, 32, 32), window,
+        [](int, int, int q, int kv) { return kv <= q && q - kv < 48; });
+
+  BlockSparseAttention prefix(
+      maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv < 40 || kv <= q; }));
+  check(p, BlockMask::prefix_lm(1, 150, 40, 64, 32), prefix, [](int, int, int q, int kv) { return kv < 40 || kv <= q; });
+
+  // Document ids from a tensor: mask_mod reads them through its aux pointer.
+  std::vector<int32_t> ids(150);
+  for (int i = 0; i < 150; ++i)
+    ids[i] = i < 37 ? 0 : i < 100 ? 1 : 2;
+  Registered<int32_t> aux(ids);
+  BlockSparseAttention documents(maskOnly([](auto &b, auto &, const Tile &q, const Tile &kv, const Tile &ids) {
+    return dsl::load(ids + b * 150 + q) == dsl::load(ids + b * 150 + kv) && kv <= q;
+  }));
+  SparseInputs inputs;
+  inputs.mask_aux = aux.ptr();
+  check(p, BlockMask::documents(1, 150, ids, true, 32, 32), documents,
+        [&](int, int, int q, int kv) { return ids[q] == ids[kv] && kv <= q; }, {}, inputs);
+}
+
+TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
+  // Per-head random states; query block 1 of head 0 visits nothing (O = 0, LSE = -inf).
+  Problem p{1, 96, 80, 2, 2, 32};
+  std::mt19937 rng(3);
+  std::vector<BlockMask::State> states(2 * 3 * 3);
+  for (auto &s : states)
+    s = BlockMask::State(rng() % 3);
+  for (int j = 0; j < 3; ++j)
+    states[1 * 3 + j] = BlockMask::State::skip;
+  BlockMask mask(1, 2, 96, 80, 32, 32, states);
+  BlockSparseAttention stripes(
+      maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + kv + h) % 3 != 0; }));
+  check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + kv + h) % 3 != 0; });
+  EXPECT_EQ(mask.state(0, 0, 2, 2), states[2 * 3 + 2] == BlockMask::State::full ? BlockMask::State::partial
+                                                                                : states[2 * 3 + 2])
+      << "the ragged last key block is never full";
+}
+
+TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {
+  Problem p{1, 64, 96, 2, 2, 32};
+  BlockMask dense = BlockMask::from_predicate(1, 1, 64, 96, [](auto...) { return true; }, 32, 32);
+  auto always = [](int, int, int, int) { return true; };
+  Modifiers softcap;
+  softcap.score_mod = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) { return 2.0 * dsl::tanh(s / 2.0); };
+  check(p, dense, BlockSparseAttention(softcap), always,
+        [](int, int, int, int, double s) { return 2.0 * std::tanh(s / 2.0); });
+
+  Modifiers alibi;
+  alibi.score_mod = [](const Tile &s, auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) {
+    return s - (h + 1).to<dsl::f32>() * 0.25 * dsl::abs((q - kv).to<dsl::f32>());
+  };
+  check(p, dense, BlockSparseAttention(alibi), always,
+        [](int, int h, int q, int kv, double s) { return s - (h + 1) * 0.25 * std::abs(q - kv); });
+
+  std::vector<float> table(64 + 96);
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = 0.01f * float(i % 17) - 0.05f;
+  Registered<float> bias(table);
+  Modifiers relative;
+  relative.score_mod = [](const Tile &s, auto &, auto &, const Tile &q, const Tile &kv, const Tile &table) {
+    return s + dsl::load(table + (kv - q + 63));
+  };
+  SparseInputs inputs;
+  inputs.score_aux = bias.ptr();
+  check(p, dense, BlockSparseAttention(relative), always,
+        [&](int, int, int q, int kv, double s) { return s + table[kv - q + 63]; }, inputs);
+}
+
+// The ready-made builders classify every block as from_predicate does with their predicates.
+TEST(BlockMaskBuilders, AgreeWithFromPredicate) {
+  auto same = [](const BlockMask &a, const BlockMask &b) {
+    ASSERT_EQ(a.q_blocks(), b.q_blocks());
+    ASSERT_EQ(a.kv_blocks(), b.kv_blocks());
+    for (int64_t bt = 0; bt < a.batch(); ++bt)
+      for (int64_t i = 0; i < a.q_blocks(); ++i)
+        for (int64_t j = 0; j < a.kv_blocks(); ++j)
+          ASSERT_EQ(int(a.state(bt, 0, i, j)), int(b.state(bt, 0, i, j))) << "block " << i << ", " << j;
+  };
+  for (auto [n_q, n_kv] : {std::pair{100, 130}, {130, 100}, {128, 128}, {1, 77}})
+    same(BlockMask::causal(1, n_q, n_kv, 32, 16),
+         BlockMask::from_predicate(1, 1, n_q, n_kv, [&](auto, auto, auto q, auto kv) { return kv <= q + n_kv - n_q; },
+                                   32, 16));
+  same(BlockMask::sliding_window(1, 300, 70, 64, 32),
+       BlockMask::from_predicate(1, 1, 300, 300, [](auto, auto, auto q, auto kv) { return kv <= q && q - kv < 70; },
+                                 64, 32));
+  same(BlockMask::prefix_lm(1, 200, 50, 32, 32),
+       BlockMask::from_predicate(1, 1, 200, 200, [](auto, auto, auto q, auto kv) { return kv < 50 || kv <= q; }, 32,
+                                 32));
+  EXPECT_NEAR(BlockMask::causal(1, 1024, 1024, 128, 128).density(), 36.0 / 64, 1e-12);
+}
+
+TEST(BlockMaskBuilders, RejectBadShapes) {
+  auto expectError = [](const std::function<void()> &build, const std::string &needle) {
+    try {
+      build();
+      ADD_FAILURE() << "no error; expected one saying: " << needle;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  expectError([] { BlockMask(1, 1, 64, 64, 24, 32, std::vector<BlockMask::State>(6)); },
+              "block sizes must be powers of two of at least 16, got 24x32");
+  expectError([] { BlockMask(1, 1, 64, 64, 32, 32, std::vector<BlockMask::State>(3)); },
+              "3 block states for [batch 1, heads 1, 2 query blocks, 2 key blocks]");
+  expectError([] { BlockMask::documents(2, 10, std::vector<int32_t>(10), false); },
+              "documents holds 10 ids for [batch 2, n 10]");
+  expectError([] { BlockMask::sliding_window(1, 10, 0); }, "the window must be positive");
+}
+
+TEST_F(BlockSparse, RejectsMasksThatDoNotFitTheInputs) {
+  Registered<uint16_t> x(std::vector<uint16_t>(64 * 2 * 32)), o(std::vector<uint16_t>(64 * 2 * 32));
+  Registered<float> lse(std::vector<float>(128));
+  TensorView q{x.ptr(), DType::f16, {1, 64, 2, 32}, {}, DeviceType::cpu};
+  TensorView out{o.ptr(), DType::f16, {1, 64, 2, 32}, {}, DeviceType::cpu};
+  TensorView lseView{lse.ptr(), DType::f32, {1, 2, 64}, {}, DeviceType::cpu};
+  BlockSparseAttention attention;
+  auto expectError = [&](const BlockMask &mask, const AttentionOptions &options, const std::string &needle) {
+    try {
+      attention.forward(q, q, q, out, lseView, mask, options);
+      ADD_FAILURE() << "no error; expected one saying: " << needle;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  expectError(BlockMask::causal(1, 64, 32, 32, 32), {},
+              "block_sparse_attention_forward: the block mask is for batch 1, 1 heads, n_q 64, n_kv 32");
+  expectError(BlockMask::from_predicate(1, 3, 64, 64, [](auto...) { return true; }, 32, 32), {},
+              "mask heads must be 1 or heads_q");
+  AttentionOptions causal;
+  causal.causal = true;
+  expectError(BlockMask::causal(1, 64, 64, 32, 32), causal, "options.causal must be false");
+  AttentionOptions wide;
+  wide.config = attention_forward_configs(32, false).front(); // BLOCK_M 128 > the mask's 32
+  expectError(BlockMask::causal(1, 64, 64, 32, 32), wide, "must divide the mask's blocks 32x32");
+}
+
+} // namespace
