@@ -90,7 +90,8 @@ inline AttentionReference attention_reference(const uint16_t *q, const uint16_t 
 
 /// One head's gradients of softmax(q k^T * scale) v for the output gradient `dout`, all
 /// [n | n_kv, d] 16-bit inputs: `exact` in fp64, `naive` as a same-dtype implementation gets
-/// them (P, O, dP, dS and the gradients rounded to the input type).
+/// them (P, O, dP, dS and the gradients rounded to the input type); `visible` (optional)
+/// masks more pairs (row i, key j).
 struct AttentionGradients {
   std::vector<double> dq, dk, dv;
 };
@@ -100,7 +101,8 @@ struct AttentionBackwardReference {
 
 inline AttentionBackwardReference attention_backward_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                                                const uint16_t *dout, int n_q, int n_kv, int d,
-                                                               double scale, bool causal = false, bool bf16 = false) {
+                                                               double scale, bool causal = false, bool bf16 = false,
+                                                               const std::function<bool(int, int)> &visible = {}) {
   auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
   auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
   auto at = [&](const uint16_t *m, int row, int c) { return widen(m[size_t(row) * d + c]); };
@@ -118,7 +120,7 @@ inline AttentionBackwardReference attention_backward_reference(const uint16_t *q
       double s = 0;
       for (int c = 0; c < d; ++c)
         s += at(q, i, c) * at(k, j, c);
-      p[j] = !causal || j <= i + n_kv - n_q ? s * scale : -INFINITY;
+      p[j] = (!causal || j <= i + n_kv - n_q) && (!visible || visible(i, j)) ? s * scale : -INFINITY;
       peak = std::max(peak, p[j]);
     }
     double total = 0;

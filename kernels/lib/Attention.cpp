@@ -230,22 +230,26 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
 /// The delta pass (a row sum, memory-bound): 64 rows a program.
 dsl::Config deltaConfig(int64_t padded) { return {{"BLOCK_M", 64}, {"HEAD_DIM", padded}, {"num_warps", 4}}; }
 
-/// Block-sparse attention's default: the dense forward's first shape for the head dim, its
-/// blocks no larger than the mask's.
-dsl::Config blockSparseConfig(int64_t padded, int64_t mask_bm, int64_t mask_bn) {
-  dsl::Config config = attention_forward_configs(padded, false).front();
+/// A dense pass's config for block-sparse masks of mask_bm x mask_bn: its blocks no larger
+/// than the mask's, its warps no more than the rows (rowsKey) they own; the mask's sizes in.
+dsl::Config forMask(dsl::Config config, int64_t mask_bm, int64_t mask_bn, const char *rowsKey) {
   config.set("BLOCK_M", std::min(config["BLOCK_M"], mask_bm));
   config.set("BLOCK_N", std::min(config["BLOCK_N"], mask_bn));
-  config.set("num_warps", std::min(config["num_warps"], config["BLOCK_M"] / 16));
-  config.set("SPLIT_MASKED", 0);
-  return config;
-}
-
-/// With the mask's block sizes, which the kernel compiles in.
-dsl::Config withMaskBlocks(dsl::Config config, int64_t mask_bm, int64_t mask_bn) {
+  config.set("num_warps", std::max<int64_t>(1, std::min(config["num_warps"], config[rowsKey] / 16)));
   config.set("MASK_BLOCK_M", mask_bm);
   config.set("MASK_BLOCK_N", mask_bn);
   return config;
+}
+
+/// The defaults of block-sparse attention's three kernels: the dense passes' first configs.
+std::array<dsl::Config, 3> sparseDefaults(int64_t padded, int64_t mask_bm, int64_t mask_bn) {
+  dsl::Config forward = attention_forward_configs(padded, false).front();
+  forward.set("SPLIT_MASKED", 0); // the kernel has its own split: full and partial blocks
+  return {forMask(forward, mask_bm, mask_bn, "BLOCK_M"),
+          forMask(attention_backward_configs(padded, false, BackwardPass::keys_values).front(), mask_bm, mask_bn,
+                  "BLOCK_N"),
+          forMask(attention_backward_configs(padded, false, BackwardPass::queries).front(), mask_bm, mask_bn,
+                  "BLOCK_M")};
 }
 
 std::vector<ShippedKernel> shipped_kernels() {
@@ -261,12 +265,20 @@ std::vector<ShippedKernel> shipped_kernels() {
                         const dsl::Tile &kv, const dsl::Tile &bias) {
     return 30.0 * dsl::tanh(s / 30.0) + dsl::load(bias + (kv - q + 4095));
   };
+  Modifiers maskOnly;
+  maskOnly.mask_mod = sample.mask_mod;
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {64, 128})
-      for (bool modified : {false, true})
-        kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}),
-                           withMaskBlocks(blockSparseConfig(padded, 128, 128), 128, 128),
-                           dsl::to_string(dtype) + ".d" + std::to_string(padded) + (modified ? ".modified" : "")});
+      for (bool modified : {false, true}) {
+        std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (modified ? ".modified" : "");
+        std::array<dsl::Config, 3> configs = sparseDefaults(padded, 128, 128);
+        kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}), configs[0],
+                           variant});
+        kernels.push_back({detail::block_sparse_backward_dkdv_kernel(dtype, modified ? maskOnly : Modifiers{}),
+                           configs[1], variant});
+        kernels.push_back({detail::block_sparse_backward_dq_kernel(dtype, modified ? maskOnly : Modifiers{}),
+                           configs[2], variant});
+      }
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {32, 64, 128, 256})
       for (bool causal : {false, true}) {
@@ -400,10 +412,13 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
-void attention_backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
-                        const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
-                        const TensorView &dv, const AttentionOptions &options, void *stream) {
-  api = "attention_backward";
+namespace {
+
+/// The backward's views: the forward's, dout like o, gradients like their inputs, nothing
+/// written that is read, all on one GPU (made current by `guard`); the scale finite.
+Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                      const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                      const TensorView &dv, const AttentionOptions &options, std::optional<jit::DeviceGuard> &guard) {
   const Problem p = checkProblem(q, k, v, o, lse);
   checkView("dout", dout, 4);
   checkView("dq", dq, 4);
@@ -423,14 +438,37 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
   if (options.scale && !std::isfinite(*options.scale))
     fail("scale must be finite");
+  guardDevice(guard, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}, {"dq", &dq},
+                      {"dk", &dk}, {"dv", &dv}});
+  return p;
+}
+
+/// delta = rowsum(dO * O) per query row, into a stream-ordered workspace.
+jit::DeviceBuffer launchDelta(const Problem &p, const TensorView &o, const TensorView &dout, void *stream) {
+  jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4), stream);
+  const dsl::Config config = deltaConfig(paddedHeadDim(p.head_dim));
+  if (p.n_q > 0)
+    backwardKernels(o.dtype)[0].launch_on(
+        stream, {static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
+                 static_cast<uint32_t>(p.batch * p.heads_q), 1},
+        config, o.data, dout.data, delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
+        dout.stride(0), dout.stride(1), dout.stride(2));
+  return delta;
+}
+
+} // namespace
+
+void attention_backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                        const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                        const TensorView &dv, const AttentionOptions &options, void *stream) {
+  api = "attention_backward";
+  std::optional<jit::DeviceGuard> onTheirGpu;
+  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, options, onTheirGpu);
   const int64_t padded = paddedHeadDim(p.head_dim), group = p.heads_q / p.heads_kv;
   if (options.keys_values_config)
     checkConfig(*options.keys_values_config, padded, options.causal, "attention_backward_configs(keys_values)");
   if (options.queries_config)
     checkConfig(*options.queries_config, padded, options.causal, "attention_backward_configs(queries)");
-  std::optional<jit::DeviceGuard> onTheirGpu;
-  guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout},
-                           {"dq", &dq}, {"dk", &dk}, {"dv", &dv}});
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
 
@@ -438,13 +476,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
   const auto &kernels = backwardKernels(q.dtype);
   auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
   const auto batchHeads = static_cast<uint32_t>(p.batch * p.heads_q);
-  jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4), stream);
-  if (p.n_q > 0) {
-    dsl::Config config = deltaConfig(padded);
-    kernels[0].launch_on(stream, {blocks(p.n_q, config["BLOCK_M"]), batchHeads, 1}, config, o.data, dout.data,
-                         delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
-                         dout.stride(0), dout.stride(1), dout.stride(2));
-  }
+  jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
   // Each pass with its given, default (untuned, interpreted) or tuned config.
   auto launch = [&](Tuned which, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
                     std::vector<dsl::LaunchArg> args, int64_t rows, const char *block, int64_t programsPerRow) {
@@ -480,14 +512,50 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
 }
 
 struct BlockSparseAttention::Compiled {
-  dsl::Kernel kernels[2]; // f16, bf16
+  explicit Compiled(const Modifiers &m)
+      : scoreMod(bool(m.score_mod)),
+        forward{detail::block_sparse_forward_kernel(dsl::DType::f16, m),
+                detail::block_sparse_forward_kernel(dsl::DType::bf16, m)},
+        keysValues{detail::block_sparse_backward_dkdv_kernel(dsl::DType::f16, m),
+                   detail::block_sparse_backward_dkdv_kernel(dsl::DType::bf16, m)},
+        queries{detail::block_sparse_backward_dq_kernel(dsl::DType::f16, m),
+                detail::block_sparse_backward_dq_kernel(dsl::DType::bf16, m)} {}
+  bool scoreMod;
+  dsl::Kernel forward[2], keysValues[2], queries[2]; // f16, bf16
 };
 
-BlockSparseAttention::BlockSparseAttention(Modifiers modifiers)
-    : compiled_(new Compiled{{detail::block_sparse_forward_kernel(dsl::DType::f16, modifiers),
-                              detail::block_sparse_forward_kernel(dsl::DType::bf16, modifiers)}}) {}
+BlockSparseAttention::BlockSparseAttention(Modifiers modifiers) : compiled_(new Compiled(modifiers)) {}
 
 BlockSparseAttention::~BlockSparseAttention() = default;
+
+namespace {
+
+void checkMask(const BlockMask &mask, const Problem &p) {
+  if (mask.batch() != p.batch || mask.n_q() != p.n_q || mask.n_kv() != p.n_kv ||
+      (mask.heads() != 1 && mask.heads() != p.heads_q))
+    fail("the block mask is for batch " + std::to_string(mask.batch()) + ", " + std::to_string(mask.heads()) +
+         " heads, n_q " + std::to_string(mask.n_q()) + ", n_kv " + std::to_string(mask.n_kv()) +
+         "; the inputs have batch " + std::to_string(p.batch) + ", heads_q " + std::to_string(p.heads_q) +
+         ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
+}
+
+/// A pass's given config (or `fallback`, a default for the mask) checked against the mask.
+dsl::Config sparseConfig(const std::optional<dsl::Config> &given, const dsl::Config &fallback, const BlockMask &mask,
+                         int64_t padded, const char *space) {
+  if (!given)
+    return fallback;
+  checkConfig(*given, padded, false, space);
+  if (mask.block_m() % (*given)["BLOCK_M"] || mask.block_n() % (*given)["BLOCK_N"])
+    fail("config " + given->str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
+         std::to_string(mask.block_m()) + "x" + std::to_string(mask.block_n()));
+  dsl::Config config = *given;
+  config.set("SPLIT_MASKED", 0);
+  config.set("MASK_BLOCK_M", mask.block_m());
+  config.set("MASK_BLOCK_N", mask.block_n());
+  return config;
+}
+
+} // namespace
 
 void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                                    const TensorView &lse, const BlockMask &mask, const AttentionOptions &options,
@@ -499,19 +567,10 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
   if (options.scale && !std::isfinite(*options.scale))
     fail("scale must be finite");
-  if (mask.batch() != p.batch || mask.n_q() != p.n_q || mask.n_kv() != p.n_kv ||
-      (mask.heads() != 1 && mask.heads() != p.heads_q))
-    fail("the block mask is for batch " + std::to_string(mask.batch()) + ", " + std::to_string(mask.heads()) +
-         " heads, n_q " + std::to_string(mask.n_q()) + ", n_kv " + std::to_string(mask.n_kv()) +
-         "; the inputs have batch " + std::to_string(p.batch) + ", heads_q " + std::to_string(p.heads_q) +
-         ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
+  checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  dsl::Config config = options.config ? *options.config : blockSparseConfig(padded, mask.block_m(), mask.block_n());
-  checkConfig(config, padded, false, "attention_forward_configs");
-  if (mask.block_m() % config["BLOCK_M"] || mask.block_n() % config["BLOCK_N"])
-    fail("config " + config.str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
-         std::to_string(mask.block_m()) + "x" + std::to_string(mask.block_n()));
-  config = withMaskBlocks(config, mask.block_m(), mask.block_n());
+  const dsl::Config config = sparseConfig(options.config, sparseDefaults(padded, mask.block_m(), mask.block_n())[0],
+                                          mask, padded, "attention_forward_configs");
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
@@ -519,11 +578,53 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   const dsl::Grid grid{static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
                        static_cast<uint32_t>(p.batch * p.heads_q), 1};
-  compiled_->kernels[q.dtype == dsl::DType::bf16].launch_on(
+  compiled_->forward[q.dtype == dsl::DType::bf16].launch_on(
       stream, grid, config, q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux,
       inputs.score_aux, p.n_q, p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(),
       mask.kv_blocks(), q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
       v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale));
+}
+
+void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, const TensorView &v,
+                                    const TensorView &o, const TensorView &lse, const TensorView &dout,
+                                    const TensorView &dq, const TensorView &dk, const TensorView &dv,
+                                    const BlockMask &mask, const AttentionOptions &options,
+                                    const SparseInputs &inputs, void *stream) const {
+  api = "block_sparse_attention_backward";
+  std::optional<jit::DeviceGuard> onTheirGpu;
+  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, options, onTheirGpu);
+  if (options.causal)
+    fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
+  if (compiled_->scoreMod)
+    fail("the backward of a score_mod is not supported yet (its derivative is needed)");
+  checkMask(mask, p);
+  const int64_t padded = paddedHeadDim(p.head_dim);
+  const std::array<dsl::Config, 3> defaults = sparseDefaults(padded, mask.block_m(), mask.block_n());
+  const dsl::Config keys = sparseConfig(options.keys_values_config, defaults[1], mask, padded,
+                                        "attention_backward_configs(keys_values)");
+  const dsl::Config queries =
+      sparseConfig(options.queries_config, defaults[2], mask, padded, "attention_backward_configs(queries)");
+  if (dk.numel() == 0 && dq.numel() == 0)
+    return;
+  const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
+  jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
+  const int bf16 = q.dtype == dsl::DType::bf16;
+  auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
+  if (dk.numel() > 0)
+    compiled_->keysValues[bf16].launch_on(
+        stream, {blocks(p.n_kv, keys["BLOCK_N"]), static_cast<uint32_t>(p.batch * p.heads_kv), 1}, keys, q.data,
+        k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, mask.device_transposed_indices(),
+        inputs.mask_aux, p.n_q, p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(),
+        mask.kv_blocks(), q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
+        v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dk.stride(0), dk.stride(1),
+        dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale);
+  if (dq.numel() > 0)
+    compiled_->queries[bf16].launch_on(
+        stream, {blocks(p.n_q, queries["BLOCK_M"]), static_cast<uint32_t>(p.batch * p.heads_q), 1}, queries, q.data,
+        k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(), inputs.mask_aux, p.n_q,
+        p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
+        v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), scale);
 }
 
 } // namespace tessera::kernels

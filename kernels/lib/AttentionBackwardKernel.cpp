@@ -74,12 +74,7 @@ template <typename T> Kernel keysAndValues() {
           visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
         // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
         // lse = -inf and P = 0.
-        Tile s_t = dot(k_tile, trans(q_tile)) * qk_scale;
-        Tile p_t = where(visible, exp2(s_t - expand_dims(row_lse, 0)), 0.0);
-        dv_acc = dot(p_t.to(T::dtype), do_tile, dv_acc);
-        Tile dp_t = dot(v_tile, trans(do_tile));
-        Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
-        dk_acc = dot(ds_t.to(T::dtype), q_tile, dk_acc);
+        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc, dv_acc);
       });
     });
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
@@ -126,11 +121,7 @@ template <typename T> Kernel queries() {
       Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
-      Tile s = dot(q_tile, trans(k_tile)) * qk_scale;
-      Tile p = where(visible, exp2(s - expand_dims(row_lse, 1)), 0.0);
-      Tile dp = dot(do_tile, trans(v_tile));
-      Tile ds = p * (dp - expand_dims(row_delta, 1));
-      dq_acc = dot(ds.to(T::dtype), k_tile, dq_acc);
+      accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
     });
     store(dq + batch * dq_sb + head * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
           (dq_acc * scale).to(T::dtype), row_ok);

@@ -66,18 +66,24 @@ BlockMask::BlockMask(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, in
     for (size_t s = kb - 1; s < states_.size(); s += kb)
       if (states_[s] == State::full)
         states_[s] = State::partial;
-  const int64_t record = 2 + 2 * kb;
-  indices_.assign(batch * heads * qb * record, 0);
-  for (int64_t row = 0; row < batch * heads * qb; ++row) {
-    int32_t *out = &indices_[row * record];
-    for (int64_t j = 0; j < kb; ++j) {
-      State s = states_[row * kb + j];
-      if (s == State::full)
-        out[2 + out[0]++] = int32_t(j);
-      else if (s == State::partial)
-        out[2 + kb + out[1]++] = int32_t(j);
-    }
-  }
+  const int64_t record = 2 + 2 * kb, transposedRecord = 2 + 2 * qb;
+  transposedOffset_ = size_t(batch * heads * qb * record);
+  indices_.assign(transposedOffset_ + batch * heads * kb * transposedRecord, 0);
+  // Record `row` of width `width` gets `block` appended to its full or partial list.
+  auto append = [&](size_t base, int64_t row, int64_t width, int64_t lists, State s, int64_t block) {
+    int32_t *out = &indices_[base + row * width];
+    if (s == State::full)
+      out[2 + out[0]++] = int32_t(block);
+    else if (s == State::partial)
+      out[2 + lists + out[1]++] = int32_t(block);
+  };
+  for (int64_t bh = 0; bh < batch * heads; ++bh)
+    for (int64_t i = 0; i < qb; ++i)
+      for (int64_t j = 0; j < kb; ++j) {
+        State s = states_[(bh * qb + i) * kb + j];
+        append(0, bh * qb + i, record, kb, s, j);
+        append(transposedOffset_, bh * kb + j, transposedRecord, qb, s, i);
+      }
 }
 
 BlockMask BlockMask::from_predicate(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, const Visible &visible,
@@ -157,6 +163,10 @@ const void *BlockMask::device_indices() const {
     device_ = std::move(buffer);
   }
   return device_->data();
+}
+
+const void *BlockMask::device_transposed_indices() const {
+  return static_cast<const int32_t *>(device_indices()) + transposedOffset_;
 }
 
 } // namespace tessera::kernels

@@ -9,6 +9,30 @@ namespace {
 
 using namespace tessera::dsl;
 
+/// A program's BLOCK_M query rows of one (batch, head): grid (query blocks, batch * heads_q).
+struct QueryBlock {
+  Tile batch, head, kv_head, rows, dims, dim_ok;
+  QueryBlock(int64_t bm, int64_t d, const Tile &heads_q, const Tile &group, const Tile &head_dim)
+      : batch(program_id(1) / heads_q), head(program_id(1) % heads_q), kv_head((head / group).to<i64>()),
+        rows(program_id(0) * bm + arange(0, bm)), dims(arange(0, d)), dim_ok(expand_dims(dims, 0) < head_dim) {}
+};
+
+/// Rows `rows` (masked by `ok`) of one head of a [batch, n, heads, d] tensor at `base`.
+Tile loadRows(const Tile &base, const Tile &rows, const Tile &row_stride, const Tile &dims, const Tile &ok) {
+  return load(base + expand_dims(rows, 1) * row_stride + expand_dims(dims, 0), ok, 0);
+}
+
+/// The visibility of [rows x cols] (either orientation) in a listed block: in bounds, and
+/// through mask_mod when the block is partial. The modifiers see positions clamped into the
+/// sequences (they may read tensors at them); the bounds drop what lies past the ends.
+Tile visibleIn(const Modifiers &mods, bool partial, const Tile &batch, const Tile &head, const Tile &q_idx,
+               const Tile &kv_idx, const Tile &n_q, const Tile &n_kv, const Tile &aux) {
+  Tile ok = q_idx < n_q && kv_idx < n_kv;
+  if (partial && mods.mask_mod)
+    ok = ok && mods.mask_mod(batch, head, minimum(q_idx, n_q - 1), minimum(kv_idx, n_kv - 1), aux);
+  return ok;
+}
+
 /// One program per (BLOCK_M query rows, batch * head): the full key blocks its mask row lists
 /// (no elementwise mask), then the partial ones (bounds and mask_mod), each mask block of
 /// MASK_BLOCK_N keys in steps of BLOCK_N; score_mod on every score.
@@ -21,16 +45,11 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
 
-    Tile batch_head = program_id(1);
-    Tile batch = batch_head / heads_q, head = batch_head % heads_q;
-    Tile kv_head = (head / group).to<i64>();
-    Tile rows = program_id(0) * bm + arange(0, bm);
-    Tile dims = arange(0, d);
-    Tile dim_ok = expand_dims(dims, 0) < head_dim;
+    const QueryBlock block(bm, d, heads_q, group, head_dim);
+    const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
+    Tile batch_head = program_id(1), kv_head = block.kv_head, dim_ok = block.dim_ok;
     Tile row_ok = expand_dims(rows, 1) < n_q;
-    Tile q_tile = load(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh + expand_dims(rows, 1) * q_sn +
-                           expand_dims(dims, 0),
-                       row_ok && dim_ok, 0);
+    Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok && dim_ok);
     Tile k_base = k + batch.to<i64>() * k_sb + kv_head * k_sh;
     Tile v_base = v + batch.to<i64>() * v_sb + kv_head * v_sh;
     Tile kv_ok = broadcast_to(dim_ok, {bn, d});
@@ -46,20 +65,19 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         for_range(begin, begin + mask_bn, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
           Tile cols = start + arange(0, bn);
           Tile ok = partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok;
-          Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), ok, 0);
-          // The modifiers see positions clamped into the sequences (they may read tensors at
-          // them); the block's rows and keys past the ends are dropped by the bounds below.
-          Tile q_idx = expand_dims(minimum(rows, n_q - 1), 1), kv_idx = expand_dims(minimum(cols, n_kv - 1), 0);
+          Tile k_tile = loadRows(k_base, cols, k_sn, dims, ok);
           Tile scores = dot(q_tile, trans(k_tile));
-          if (mods.score_mod)
-            scores = mods.score_mod(scores * scale, batch, head, q_idx, kv_idx, score_aux) * OnlineSoftmax::log2e;
+          if (mods.score_mod) // positions clamped into the sequences, as for mask_mod
+            scores = mods.score_mod(scores * scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
+                                    expand_dims(minimum(cols, n_kv - 1), 0), score_aux) *
+                     OnlineSoftmax::log2e;
           else
             scores = scores * (scale * OnlineSoftmax::log2e);
           if (partial)
-            scores = where(expand_dims(cols, 0) < n_kv &&
-                               (mods.mask_mod ? mods.mask_mod(batch, head, q_idx, kv_idx, mask_aux) : kv_idx >= 0),
+            scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
+                                     mask_aux),
                            scores, -INFINITY);
-          softmax.add(scores, [&] { return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), ok, 0); });
+          softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, ok); });
         });
       });
     };
@@ -71,10 +89,117 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
   });
 }
 
+/// dK, dV of BLOCK_N keys of one KV head: every query head of its group in order, over the
+/// query blocks the transposed mask lists for the keys' mask block.
+template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
+  return kernel("block_sparse_attention_bwd_dkdv", [mods](
+      Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dk, Ptr<T> dv, Ptr<i32> blocks,
+      Ptr<i32> mask_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
+      Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
+      Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
+      Long dv_sh, Float scale, const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
+    Tile heads_kv = heads_q / group;
+    Tile batch = program_id(1) / heads_kv, kv_head = program_id(1) % heads_kv;
+    Tile cols = program_id(0) * bn + arange(0, bn);
+    Tile dims = arange(0, d);
+    Tile dim_ok = expand_dims(dims, 0) < head_dim;
+    Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+    Tile k_tile = loadRows(k + batch.to<i64>() * k_sb + kv_head.to<i64>() * k_sh, cols, k_sn, dims, key_ok);
+    Tile v_tile = loadRows(v + batch.to<i64>() * v_sb + kv_head.to<i64>() * v_sh, cols, v_sn, dims, key_ok);
+    Tile qk_scale = scale * OnlineSoftmax::log2e;
+    Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
+    for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
+      Tile head = kv_head * group + member;
+      Tile q_base = q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh;
+      Tile do_base = dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh;
+      Tile row_base = (batch * heads_q + head).to<i64>() * n_q;
+      Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_kv_blocks + program_id(0) * bn / mask_bn;
+      Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_q_blocks);
+      auto visit = [&](Tile first, Tile count, bool partial) {
+        for_range(0, count, 1, {dk_acc, dv_acc}, [&](Tile i) {
+          Tile begin = load(record + first + i) * mask_bm;
+          for_range(begin, begin + mask_bm, bm, {dk_acc, dv_acc}, [&](Tile start) {
+            Tile rows = start + arange(0, bm);
+            Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+            Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
+            Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
+            Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
+            Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+            Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
+                                     mask_aux);
+            accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc,
+                                 dv_acc);
+          });
+        });
+      };
+      visit(2, load(record), false);
+      visit(2 + mask_q_blocks, load(record + 1), true);
+    });
+    store(dk + batch.to<i64>() * dk_sb + kv_head.to<i64>() * dk_sh + expand_dims(cols, 1) * dk_sn +
+              expand_dims(dims, 0),
+          (dk_acc * scale).to(T::dtype), key_ok);
+    store(dv + batch.to<i64>() * dv_sb + kv_head.to<i64>() * dv_sh + expand_dims(cols, 1) * dv_sn +
+              expand_dims(dims, 0),
+          dv_acc.to(T::dtype), key_ok);
+  });
+}
+
+/// dQ of BLOCK_M queries: the key blocks their mask row lists.
+template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
+  return kernel("block_sparse_attention_bwd_dq", [mods](
+      Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dq, Ptr<i32> blocks,
+      Ptr<i32> mask_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
+      Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
+      Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb, Long dq_sn, Long dq_sh, Float scale,
+      const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
+    const QueryBlock block(bm, d, heads_q, group, head_dim);
+    const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
+    Tile batch_head = program_id(1), kv_head = block.kv_head;
+    Tile row_ok = expand_dims(rows, 1) < n_q && block.dim_ok;
+    Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok);
+    Tile do_tile = loadRows(dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh, rows, do_sn, dims, row_ok);
+    Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
+    Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
+    Tile k_base = k + batch.to<i64>() * k_sb + kv_head * k_sh, v_base = v + batch.to<i64>() * v_sb + kv_head * v_sh;
+    Tile qk_scale = scale * OnlineSoftmax::log2e;
+    Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
+    Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
+    Tile dq_acc = zeros({bm, d}, DType::f32);
+    auto visit = [&](Tile first, Tile count, bool partial) {
+      for_range(0, count, 1, {dq_acc}, [&](Tile i) {
+        Tile begin = load(record + first + i) * mask_bn;
+        for_range(begin, begin + mask_bn, bn, {dq_acc}, [&](Tile start) {
+          Tile cols = start + arange(0, bn);
+          Tile col_ok = expand_dims(cols, 1) < n_kv && block.dim_ok;
+          Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
+          Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
+          Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
+                                   mask_aux);
+          accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
+        });
+      });
+    };
+    visit(2, load(record), false);
+    visit(2 + mask_kv_blocks, load(record + 1), true);
+    store(dq + batch.to<i64>() * dq_sb + head.to<i64>() * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
+          (dq_acc * scale).to(T::dtype), row_ok);
+  });
+}
+
 } // namespace
 
 Kernel block_sparse_forward_kernel(DType dtype, const Modifiers &modifiers) {
   return dtype == DType::bf16 ? blockSparseForward<bf16>(modifiers) : blockSparseForward<f16>(modifiers);
+}
+Kernel block_sparse_backward_dkdv_kernel(DType dtype, const Modifiers &modifiers) {
+  return dtype == DType::bf16 ? blockSparseKeysValues<bf16>(modifiers) : blockSparseKeysValues<f16>(modifiers);
+}
+Kernel block_sparse_backward_dq_kernel(DType dtype, const Modifiers &modifiers) {
+  return dtype == DType::bf16 ? blockSparseQueries<bf16>(modifiers) : blockSparseQueries<f16>(modifiers);
 }
 
 } // namespace tessera::kernels::detail

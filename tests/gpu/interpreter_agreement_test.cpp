@@ -165,4 +165,51 @@ TEST_F(InterpreterAgreement, BlockSparseAttentionWithModifiers) {
   EXPECT_LE(worst_lse, 1e-4);
 }
 
+// The block-sparse backward (a mask read from a tensor): gradients from the GPU and from the
+// interpreter on the same inputs.
+TEST_F(InterpreterAgreement, BlockSparseBackward) {
+  const int n = 300, heads = 2, d = 64;
+  std::vector<int32_t> documents(n);
+  for (int i = 0; i < n; ++i)
+    documents[i] = i < 90 ? 0 : i < 260 ? 1 : 2;
+  kernels::Modifiers mods;
+  mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
+    return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
+  };
+  kernels::BlockSparseAttention attention(mods);
+  const size_t count = size_t(n) * heads * d;
+  std::vector<std::vector<uint16_t>> inputs;
+  for (unsigned seed : {21, 22, 23, 24})
+    inputs.push_back(random_bits(count, seed, false));
+  using Grads = std::vector<std::vector<uint16_t>>;
+  auto [gpu, interpreted] = on_both<Grads>([&] {
+    kernels::BlockMask mask = kernels::BlockMask::documents(1, n, documents, true);
+    const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
+    std::vector<jit::DeviceBuffer> in;
+    for (const auto &host : inputs)
+      in.push_back(upload16(host));
+    jit::DeviceBuffer o(count * 2), lse(heads * n * 4), ids(n * 4), dq(count * 2), dk(count * 2), dv(count * 2);
+    ids.copy_from_host(documents.data(), n * 4);
+    auto view = [&](const jit::DeviceBuffer &b) {
+      return kernels::TensorView{b.data(), DType::f16, {1, n, heads, d}, {}, where};
+    };
+    const kernels::TensorView lseView{lse.data(), DType::f32, {1, heads, n}, {}, where};
+    kernels::SparseInputs sparse;
+    sparse.mask_aux = ids.data();
+    attention.forward(view(in[0]), view(in[1]), view(in[2]), view(o), lseView, mask, {}, sparse);
+    attention.backward(view(in[0]), view(in[1]), view(in[2]), view(o), lseView, view(in[3]), view(dq), view(dk),
+                       view(dv), mask, {}, sparse);
+    return Grads{download16(dq, count), download16(dk, count), download16(dv, count)};
+  });
+  // Both sum in f32 in different orders into fp16 gradients: a few fp16 ulps of the largest.
+  for (size_t g = 0; g < 3; ++g) {
+    double worst = 0, largest = 1;
+    for (size_t i = 0; i < count; ++i) {
+      worst = std::max(worst, double(std::abs(from_half(gpu[g][i]) - from_half(interpreted[g][i]))));
+      largest = std::max(largest, double(std::abs(from_half(interpreted[g][i]))));
+    }
+    EXPECT_LE(worst, 4e-3 * largest) << "gradient " << g << " (dq, dk, dv)";
+  }
+}
+
 } // namespace

@@ -12,8 +12,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 namespace {
 
@@ -33,19 +35,21 @@ struct Problem {
   int batch, n_q, n_kv, heads_q, heads_kv, d;
 };
 
+std::vector<uint16_t> randomHalves(std::mt19937 &rng, size_t count) {
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> bits(count);
+  for (uint16_t &x : bits)
+    x = to_half(normal(rng));
+  return bits;
+}
+
 class BlockSparse : public Interpreted<> {
 protected:
   /// Runs `attention` on random f16 inputs and checks O and LSE against the reference.
   void check(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention, const HostMask &partial,
              const HostScore &score = {}, const SparseInputs &inputs = {}) {
     std::mt19937 rng(p.n_q * 7 + p.n_kv);
-    std::normal_distribution<float> normal;
-    auto tensor = [&](int n, int heads) {
-      std::vector<uint16_t> bits(size_t(p.batch) * n * heads * p.d);
-      for (uint16_t &x : bits)
-        x = to_half(normal(rng));
-      return bits;
-    };
+    auto tensor = [&](int n, int heads) { return randomHalves(rng, size_t(p.batch) * n * heads * p.d); };
     Registered<uint16_t> q(tensor(p.n_q, p.heads_q)), k(tensor(p.n_kv, p.heads_kv)), v(tensor(p.n_kv, p.heads_kv)),
         o(std::vector<uint16_t>(size_t(p.batch) * p.n_q * p.heads_q * p.d, 0xffff));
     Registered<float> lse(std::vector<float>(size_t(p.batch) * p.heads_q * p.n_q, NAN));
@@ -90,6 +94,102 @@ protected:
   }
 };
 
+/// Document masking (causal within each of three documents) with the ids read from a tensor.
+struct Documents {
+  static constexpr int n = 150;
+  std::vector<int32_t> ids = [] {
+    std::vector<int32_t> v(n);
+    for (int i = 0; i < n; ++i)
+      v[i] = i < 37 ? 0 : i < 100 ? 1 : 2;
+    return v;
+  }();
+  Registered<int32_t> aux{ids};
+  BlockMask mask = BlockMask::documents(1, n, ids, true, 32, 32);
+  HostMask visible = [this](int, int, int q, int kv) { return ids[q] == ids[kv] && kv <= q; };
+  SparseInputs inputs() { return {aux.ptr(), nullptr}; }
+  static Modifiers modifiers() {
+    Modifiers m;
+    m.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
+      return dsl::load(ids + b * n + q) == dsl::load(ids + b * n + kv) && kv <= q;
+    };
+    return m;
+  }
+};
+
+/// The backward of `attention` (mask only) on random f16 inputs against the fp64 gradients
+/// with the same mask: within 3x the naive same-dtype error plus a floor, bitwise repeatable.
+void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention,
+                   const HostMask &partial, const SparseInputs &inputs = {}) {
+  std::mt19937 rng(p.n_q * 5 + p.n_kv);
+  auto tensor = [&](int n, int heads) { return randomHalves(rng, size_t(p.batch) * n * heads * p.d); };
+  auto poisoned = [&](int n, int heads) { return std::vector<uint16_t>(size_t(p.batch) * n * heads * p.d, 0xffff); };
+  Registered<uint16_t> q(tensor(p.n_q, p.heads_q)), k(tensor(p.n_kv, p.heads_kv)), v(tensor(p.n_kv, p.heads_kv)),
+      dout(tensor(p.n_q, p.heads_q)), o(poisoned(p.n_q, p.heads_q));
+  Registered<float> lse(std::vector<float>(size_t(p.batch) * p.heads_q * p.n_q, NAN));
+  auto view = [&](Registered<uint16_t> &r, int n, int heads) {
+    return TensorView{r.ptr(), DType::f16, {p.batch, n, heads, p.d}, {}, DeviceType::cpu};
+  };
+  const TensorView lseView{lse.ptr(), DType::f32, {p.batch, p.heads_q, p.n_q}, {}, DeviceType::cpu};
+  attention.forward(view(q, p.n_q, p.heads_q), view(k, p.n_kv, p.heads_kv), view(v, p.n_kv, p.heads_kv),
+                    view(o, p.n_q, p.heads_q), lseView, mask, {}, inputs);
+  auto backward = [&] {
+    Registered<uint16_t> dq(poisoned(p.n_q, p.heads_q)), dk(poisoned(p.n_kv, p.heads_kv)),
+        dv(poisoned(p.n_kv, p.heads_kv));
+    attention.backward(view(q, p.n_q, p.heads_q), view(k, p.n_kv, p.heads_kv), view(v, p.n_kv, p.heads_kv),
+                       view(o, p.n_q, p.heads_q), lseView, view(dout, p.n_q, p.heads_q), view(dq, p.n_q, p.heads_q),
+                       view(dk, p.n_kv, p.heads_kv), view(dv, p.n_kv, p.heads_kv), mask, {}, inputs);
+    return std::array<std::vector<uint16_t>, 3>{dq.data, dk.data, dv.data};
+  };
+  auto grads = backward();
+  EXPECT_EQ(grads, backward()) << "not bitwise repeatable";
+
+  const double scale = 1 / std::sqrt(double(p.d));
+  const int group = p.heads_q / p.heads_kv;
+  double worst[3] = {}, naive[3] = {};
+  for (int b = 0; b < p.batch; ++b)
+    for (int hk = 0; hk < p.heads_kv; ++hk) {
+      std::vector<double> exactK(size_t(p.n_kv) * p.d), roughK(exactK.size()), exactV(exactK.size()),
+          roughV(exactK.size());
+      for (int h = hk * group; h < (hk + 1) * group; ++h) {
+        int hm = mask.heads() == 1 ? 0 : h;
+        auto seen = [&](int i, int j) {
+          auto state = mask.state(b, hm, i / mask.block_m(), j / mask.block_n());
+          return state == BlockMask::State::full || (state == BlockMask::State::partial && partial(b, h, i, j));
+        };
+        auto ref = examples::attention_backward_reference(
+            examples::head_rows(q.data, b, h, p.n_q, p.heads_q, p.d).data(),
+            examples::head_rows(k.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
+            examples::head_rows(v.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
+            examples::head_rows(dout.data, b, h, p.n_q, p.heads_q, p.d).data(), p.n_q, p.n_kv, p.d, scale, false,
+            false, seen);
+        for (int i = 0; i < p.n_q; ++i)
+          for (int e = 0; e < p.d; ++e) {
+            double got = from_half(grads[0][((size_t(b) * p.n_q + i) * p.heads_q + h) * p.d + e]);
+            ASSERT_TRUE(std::isfinite(got)) << "dq row " << i << ": not finite or not written";
+            worst[0] = std::max(worst[0], std::abs(got - ref.exact.dq[size_t(i) * p.d + e]));
+            naive[0] = std::max(naive[0], std::abs(ref.naive.dq[size_t(i) * p.d + e] - ref.exact.dq[size_t(i) * p.d + e]));
+          }
+        for (size_t x = 0; x < exactK.size(); ++x) {
+          exactK[x] += ref.exact.dk[x], roughK[x] += ref.naive.dk[x];
+          exactV[x] += ref.exact.dv[x], roughV[x] += ref.naive.dv[x];
+        }
+      }
+      for (int j = 0; j < p.n_kv; ++j)
+        for (int e = 0; e < p.d; ++e) {
+          size_t at = ((size_t(b) * p.n_kv + j) * p.heads_kv + hk) * p.d + e, x = size_t(j) * p.d + e;
+          for (auto [g, exact, rough] : {std::tuple{1, exactK[x], roughK[x]}, {2, exactV[x], roughV[x]}}) {
+            double got = from_half(grads[g][at]);
+            ASSERT_TRUE(std::isfinite(got)) << (g == 1 ? "dk" : "dv") << " row " << j << ": not finite or not written";
+            worst[g] = std::max(worst[g], std::abs(got - exact));
+            naive[g] = std::max(naive[g], std::abs(rough - exact));
+          }
+        }
+    }
+  const char *names[] = {"dq", "dk", "dv"};
+  for (int g = 0; g < 3; ++g)
+    EXPECT_LE(worst[g], 3 * naive[g] + 2e-3) << names[g] << " (naive " << naive[g] << ")";
+}
+
 Modifiers maskOnly(std::function<Tile(const Tile &, const Tile &, const Tile &, const Tile &, const Tile &)> mod) {
   Modifiers m;
   m.mask_mod = std::move(mod);
@@ -114,17 +214,8 @@ TEST_F(BlockSparse, SlidingWindowPrefixLmAndDocuments) {
   check(p, BlockMask::prefix_lm(1, 150, 40, 64, 32), prefix, [](int, int, int q, int kv) { return kv < 40 || kv <= q; });
 
   // Document ids from a tensor: mask_mod reads them through its aux pointer.
-  std::vector<int32_t> ids(150);
-  for (int i = 0; i < 150; ++i)
-    ids[i] = i < 37 ? 0 : i < 100 ? 1 : 2;
-  Registered<int32_t> aux(ids);
-  BlockSparseAttention documents(maskOnly([](auto &b, auto &, const Tile &q, const Tile &kv, const Tile &ids) {
-    return dsl::load(ids + b * 150 + q) == dsl::load(ids + b * 150 + kv) && kv <= q;
-  }));
-  SparseInputs inputs;
-  inputs.mask_aux = aux.ptr();
-  check(p, BlockMask::documents(1, 150, ids, true, 32, 32), documents,
-        [&](int, int, int q, int kv) { return ids[q] == ids[kv] && kv <= q; }, {}, inputs);
+  Documents documents;
+  check(p, documents.mask, BlockSparseAttention(Documents::modifiers()), documents.visible, {}, documents.inputs());
 }
 
 TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
@@ -173,6 +264,56 @@ TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {
   inputs.score_aux = bias.ptr();
   check(p, dense, BlockSparseAttention(relative), always,
         [&](int, int, int q, int kv, double s) { return s + table[kv - q + 63]; }, inputs);
+}
+
+TEST_F(BlockSparse, BackwardCausalGqaDocumentsAndRandomBlocks) {
+  BlockSparseAttention causal(maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q + 30; }));
+  checkBackward({2, 100, 130, 4, 2, 32}, BlockMask::causal(2, 100, 130, 32, 32), causal,
+                [](int, int, int q, int kv) { return kv <= q + 30; });
+
+  Documents documents;
+  checkBackward({1, Documents::n, Documents::n, 2, 1, 64}, documents.mask, BlockSparseAttention(Documents::modifiers()),
+                documents.visible, documents.inputs());
+
+  // Per-head random blocks: rows that see nothing (dq = 0) and keys nobody sees (dk = dv = 0).
+  std::mt19937 rng(9);
+  std::vector<BlockMask::State> states(2 * 3 * 3);
+  for (auto &s : states)
+    s = BlockMask::State(rng() % 3);
+  for (int j = 0; j < 3; ++j)
+    states[3 + j] = BlockMask::State::skip;
+  for (int i = 0; i < 6; ++i)
+    states[i * 3 + 1] = BlockMask::State::skip;
+  BlockSparseAttention stripes(
+      maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + kv + h) % 3 != 0; }));
+  checkBackward({1, 96, 80, 2, 2, 32}, BlockMask(1, 2, 96, 80, 32, 32, states), stripes,
+                [](int, int h, int q, int kv) { return (q + kv + h) % 3 != 0; });
+}
+
+TEST_F(BlockSparse, BackwardRejectsScoreModsAndCausal) {
+  Registered<uint16_t> x(std::vector<uint16_t>(64 * 2 * 32)), o(std::vector<uint16_t>(64 * 2 * 32)),
+      g1(std::vector<uint16_t>(64 * 2 * 32)), g2(std::vector<uint16_t>(64 * 2 * 32)),
+      g3(std::vector<uint16_t>(64 * 2 * 32));
+  Registered<float> lse(std::vector<float>(128));
+  auto view = [](Registered<uint16_t> &r) { return TensorView{r.ptr(), DType::f16, {1, 64, 2, 32}, {}, DeviceType::cpu}; };
+  TensorView lseView{lse.ptr(), DType::f32, {1, 2, 64}, {}, DeviceType::cpu};
+  BlockMask mask = BlockMask::causal(1, 64, 64, 32, 32);
+  auto expectError = [&](const BlockSparseAttention &attention, const AttentionOptions &options,
+                         const std::string &needle) {
+    try {
+      attention.backward(view(x), view(x), view(x), view(o), lseView, view(x), view(g1), view(g2), view(g3), mask,
+                         options);
+      ADD_FAILURE() << "no error; expected one saying: " << needle;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(needle));
+    }
+  };
+  Modifiers softcap;
+  softcap.score_mod = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) { return dsl::tanh(s); };
+  expectError(BlockSparseAttention(softcap), {}, "block_sparse_attention_backward: the backward of a score_mod");
+  AttentionOptions causal;
+  causal.causal = true;
+  expectError(BlockSparseAttention(), causal, "options.causal must be false");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.

@@ -66,15 +66,19 @@ public:
   /// Visited blocks (full or partial) over all blocks.
   double density() const;
 
-  /// The device index arrays the kernels read: per (batch, head, query block) the counts of
-  /// full and partial key blocks, then their indices in ascending order (int32): see
-  /// BlockSparseAttention. Copied on the first call (on the current device).
+  /// The device index arrays the kernels read (int32, copied on the first call, on the
+  /// current device): per (batch, head, query block) the counts of full and partial key
+  /// blocks, then their indices in ascending order, [2 + 2 * kv_blocks] each ...
   const void *device_indices() const;
+  /// ... and transposed for the backward pass: per (batch, head, key block) the query blocks
+  /// that visit it, [2 + 2 * q_blocks] each.
+  const void *device_transposed_indices() const;
 
 private:
   int64_t batch_, heads_, n_q_, n_kv_, block_m_, block_n_;
   std::vector<State> states_;
-  std::vector<int32_t> indices_; // [batch, heads, q_blocks, 2 + 2 * kv_blocks]
+  std::vector<int32_t> indices_; // both index arrays, the transposed one from transposedOffset_
+  size_t transposedOffset_ = 0;
   mutable std::shared_ptr<jit::DeviceBuffer> device_;
 };
 
@@ -113,6 +117,14 @@ public:
   void forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                const TensorView &lse, const BlockMask &mask, const AttentionOptions &options = {},
                const SparseInputs &inputs = {}, void *stream = nullptr) const;
+
+  /// Gradients of forward, as attention_backward (deterministic, GQA groups summed in order),
+  /// visiting the same blocks: dK/dV through the mask's transposed index. Not for modifiers
+  /// with a score_mod (its derivative is not supported yet).
+  void backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
+                const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                const TensorView &dv, const BlockMask &mask, const AttentionOptions &options = {},
+                const SparseInputs &inputs = {}, void *stream = nullptr) const;
 
 private:
   struct Compiled;
