@@ -82,9 +82,10 @@ private:
   mutable std::shared_ptr<jit::DeviceBuffer> device_;
 };
 
-/// The DSL lambdas compiled into the kernel. Index tiles broadcast against each other: q
-/// [BLOCK_M, 1] and kv [1, BLOCK_N] (int32 positions, clamped into the sequences where a
-/// block reaches past their ends), batch and head int32 scalars; `aux` is the
+/// The DSL lambdas compiled into the kernels; they must be elementwise. Index tiles broadcast
+/// against each other: q [BLOCK_M, 1] and kv [1, BLOCK_N] (transposed, [1, BLOCK_M] and
+/// [BLOCK_N, 1], in the backward's dK/dV pass), int32 positions clamped into the sequences
+/// where a block reaches past their ends; batch and head int32 scalars; `aux` is the
 /// pointer passed as SparseInputs::mask_aux (int32) or score_aux (f32), for masks and scores
 /// read from tensors (document ids, a bias table).
 struct Modifiers {
