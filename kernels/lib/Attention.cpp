@@ -267,6 +267,8 @@ std::vector<ShippedKernel> shipped_kernels() {
   };
   Modifiers maskOnly;
   maskOnly.mask_mod = sample.mask_mod;
+  kernels.push_back({detail::block_mask_states_kernel(sample.mask_mod),
+                     {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"num_warps", 4}}, "documents"});
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t padded : {64, 128})
       for (bool modified : {false, true}) {

@@ -14,6 +14,10 @@ namespace tessera::kernels::detail {
 /// batch * heads_q).
 dsl::Kernel attention_forward_kernel(dsl::DType dtype);
 
+/// BlockMask::from_mask_mod's classifier: grid (query blocks, key blocks, batch * heads),
+/// BLOCK_M/N the mask's blocks; writes each block's State (int32) to states.
+dsl::Kernel block_mask_states_kernel(const MaskMod &mask_mod);
+
 /// Block-sparse attention forward with the forward's arguments plus the mask's index arrays
 /// (BlockMask::device_indices), the modifiers' aux pointers and the mask's heads and block
 /// counts; meta parameters as the forward plus MASK_BLOCK_M/N (BLOCK_M/N divide them).

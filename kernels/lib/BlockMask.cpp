@@ -4,6 +4,8 @@
 #include "tessera/compiler/Interpreter.h"
 #include "tessera/error.h"
 
+#include "AttentionKernels.h"
+
 #include <algorithm>
 #include <string>
 
@@ -100,6 +102,28 @@ BlockMask BlockMask::from_predicate(int64_t batch, int64_t heads, int64_t n_q, i
                                    }
                                  return all ? State::full : any ? State::partial : State::skip;
                                }));
+}
+
+BlockMask BlockMask::from_mask_mod(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, const MaskMod &mask_mod,
+                                   const void *aux, int64_t block_m, int64_t block_n, void *stream) {
+  require(bool(mask_mod), "from_mask_mod needs a mask_mod");
+  // Checked first: the kernel compiles the block sizes in.
+  BlockMask empty(batch, heads, n_q, n_kv, block_m, block_n,
+                  std::vector<State>(batch * heads * ((n_q + block_m - 1) / block_m) * ((n_kv + block_n - 1) / block_n)));
+  dsl::Kernel classify = detail::block_mask_states_kernel(mask_mod);
+  const int64_t qb = empty.q_blocks(), kb = empty.kv_blocks();
+  std::vector<int32_t> raw(batch * heads * qb * kb);
+  if (!raw.empty()) {
+    jit::DeviceBuffer device(raw.size() * sizeof(int32_t));
+    classify.launch_on(stream, {uint32_t(qb), uint32_t(kb), uint32_t(batch * heads)},
+                       {{"BLOCK_M", block_m}, {"BLOCK_N", block_n}, {"num_warps", 4}}, device.data(), aux, n_q, n_kv,
+                       heads);
+    jit::synchronize(stream);
+    device.copy_to_host(raw.data(), raw.size() * sizeof(int32_t));
+  }
+  std::vector<State> states(raw.size());
+  std::transform(raw.begin(), raw.end(), states.begin(), [](int32_t s) { return State(s); });
+  return BlockMask(batch, heads, n_q, n_kv, block_m, block_n, states);
 }
 
 BlockMask BlockMask::causal(int64_t batch, int64_t n_q, int64_t n_kv, int64_t block_m, int64_t block_n) {

@@ -192,6 +192,22 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
 
 } // namespace
 
+Kernel block_mask_states_kernel(const MaskMod &mask_mod) {
+  // A program per (query block, key block, batch * heads): how many of its in-bounds elements
+  // the mask_mod lets through, none, some or all of them, as a BlockMask::State.
+  return kernel("block_mask_states", [mask_mod](Ptr<i32> states, Ptr<i32> aux, Int n_q, Int n_kv, Int heads,
+                                                const Config &cfg) {
+    const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"];
+    Tile rows = program_id(0) * bm + arange(0, bm), cols = program_id(1) * bn + arange(0, bn);
+    Tile inside = expand_dims(rows, 1) < n_q && expand_dims(cols, 0) < n_kv;
+    Tile q = expand_dims(minimum(rows, n_q - 1), 1), kv = expand_dims(minimum(cols, n_kv - 1), 0);
+    Tile seen = inside && mask_mod(program_id(2) / heads, program_id(2) % heads, q, kv, aux);
+    Tile count = sum(sum(seen.to<f32>(), 1), 0), total = sum(sum(inside.to<f32>(), 1), 0);
+    Tile state = where(count == 0.0, 0, where(count == total, 2, 1));
+    store(states + (program_id(2) * num_programs(0) + program_id(0)) * num_programs(1) + program_id(1), state);
+  });
+}
+
 Kernel block_sparse_forward_kernel(DType dtype, const Modifiers &modifiers) {
   return dtype == DType::bf16 ? blockSparseForward<bf16>(modifiers) : blockSparseForward<f16>(modifiers);
 }

@@ -212,4 +212,22 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
   }
 }
 
+// BlockMask::from_mask_mod on the GPU classifies every block as the host predicate does.
+TEST_F(InterpreterAgreement, BlockMaskFromMaskModOnTheGpu) {
+  kernels::BlockMask gpu = kernels::BlockMask::from_mask_mod(
+      2, 3, 1000, 1300,
+      [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) {
+        return kv <= q + 300 && (q - kv < 400 + h * 200);
+      },
+      nullptr, 128, 64);
+  kernels::BlockMask host = kernels::BlockMask::from_predicate(
+      2, 3, 1000, 1300, [](auto, auto h, auto q, auto kv) { return kv <= q + 300 && q - kv < 400 + h * 200; }, 128,
+      64);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t i = 0; i < host.q_blocks(); ++i)
+        for (int64_t j = 0; j < host.kv_blocks(); ++j)
+          ASSERT_EQ(int(gpu.state(b, h, i, j)), int(host.state(b, h, i, j))) << b << " " << h << " " << i << " " << j;
+}
+
 } // namespace

@@ -339,6 +339,30 @@ TEST(BlockMaskBuilders, AgreeWithFromPredicate) {
   EXPECT_NEAR(BlockMask::causal(1, 1024, 1024, 128, 128).density(), 36.0 / 64, 1e-12);
 }
 
+// from_mask_mod runs the mask_mod as a kernel (here through the interpreter) and classifies
+// every block as the host predicate does: per head, with a tensor, ragged ends.
+TEST_F(BlockSparse, FromMaskModMatchesTheHostPredicate) {
+  auto same = [](const BlockMask &a, const BlockMask &b) {
+    for (int64_t bt = 0; bt < a.batch(); ++bt)
+      for (int64_t h = 0; h < a.heads(); ++h)
+        for (int64_t i = 0; i < a.q_blocks(); ++i)
+          for (int64_t j = 0; j < a.kv_blocks(); ++j)
+            ASSERT_EQ(int(a.state(bt, h, i, j)), int(b.state(bt, h, i, j))) << bt << " " << h << " " << i << " " << j;
+  };
+  same(BlockMask::from_mask_mod(2, 3, 100, 130,
+                                [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) {
+                                  return kv <= q + 30 && (q - kv < 40 + h * 20);
+                                },
+                                nullptr, 32, 16),
+       BlockMask::from_predicate(2, 3, 100, 130,
+                                 [](auto, auto h, auto q, auto kv) { return kv <= q + 30 && q - kv < 40 + h * 20; }, 32,
+                                 16));
+  Documents documents;
+  same(BlockMask::from_mask_mod(1, 1, Documents::n, Documents::n, Documents::modifiers().mask_mod,
+                                documents.inputs().mask_aux, 32, 32),
+       documents.mask);
+}
+
 TEST(BlockMaskBuilders, RejectBadShapes) {
   auto expectError = [](const std::function<void()> &build, const std::string &needle) {
     try {

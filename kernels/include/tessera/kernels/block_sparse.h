@@ -26,6 +26,10 @@
 
 namespace tessera::kernels {
 
+/// A mask_mod (see Modifiers): whether query q of (batch, head) sees key kv, as DSL tiles.
+using MaskMod = std::function<dsl::Tile(const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &q,
+                                        const dsl::Tile &kv, const dsl::Tile &aux)>;
+
 /// Which key blocks each (batch, head, query block) visits. Built on the host; its index
 /// arrays are copied to the GPU on first use there (or registered with the interpreter).
 class BlockMask {
@@ -42,6 +46,11 @@ public:
   /// Each block classified by evaluating `visible` on its elements.
   static BlockMask from_predicate(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, const Visible &visible,
                                   int64_t block_m = 128, int64_t block_n = 128);
+  /// The same with the mask_mod itself evaluated on the GPU (a program per block; `aux` as
+  /// for the attention kernels), for masks too large to classify on the host; waits for it.
+  static BlockMask from_mask_mod(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, const MaskMod &mask_mod,
+                                 const void *aux = nullptr, int64_t block_m = 128, int64_t block_n = 128,
+                                 void *stream = nullptr);
   /// Bottom-right aligned causal mask: query i sees keys j <= i + n_kv - n_q.
   static BlockMask causal(int64_t batch, int64_t n_q, int64_t n_kv, int64_t block_m = 128, int64_t block_n = 128);
   /// Causal within a window: query i sees keys i - window < j <= i (n_q == n_kv).
@@ -90,9 +99,7 @@ private:
 /// read from tensors (document ids, a bias table).
 struct Modifiers {
   /// Whether q sees kv (a bool tile), applied in partial blocks only.
-  std::function<dsl::Tile(const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &q, const dsl::Tile &kv,
-                          const dsl::Tile &aux)>
-      mask_mod;
+  MaskMod mask_mod;
   /// The score (q.k * scale, f32) after modification, e.g. softcap or ALiBi; applied everywhere.
   std::function<dsl::Tile(const dsl::Tile &score, const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &q,
                           const dsl::Tile &kv, const dsl::Tile &aux)>
