@@ -7,9 +7,14 @@
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/Runtime.h"
 #include "tessera/kernels/attention.h"
+#include "tessera/kernels/block_sparse.h"
+
+#include <tessera/dsl.h>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <memory>
 
 #include <optional>
 #include <string>
@@ -69,6 +74,36 @@ private:
   std::vector<const void *> registered_;
 };
 
+/// A block mask made in Python: one of the ready-made kinds, with its mask_mod compiled into
+/// its own BlockSparseAttention, and the document ids the mask_mod reads (copied where the
+/// kernels run on first use).
+struct PyBlockMask {
+  kernels::BlockMask mask;
+  std::shared_ptr<kernels::BlockSparseAttention> attention;
+  std::vector<int32_t> ids;
+  mutable std::shared_ptr<jit::DeviceBuffer> idsOnDevice;
+
+  kernels::SparseInputs inputs() const {
+    kernels::SparseInputs in;
+    if (!ids.empty()) {
+      if (!idsOnDevice) {
+        idsOnDevice = std::make_shared<jit::DeviceBuffer>(ids.size() * 4);
+        idsOnDevice->copy_from_host(ids.data(), ids.size() * 4);
+      }
+      in.mask_aux = idsOnDevice->data();
+    }
+    return in;
+  }
+};
+
+using dsl::Tile;
+
+PyBlockMask withMaskMod(kernels::BlockMask mask, kernels::MaskMod mod, std::vector<int32_t> ids = {}) {
+  kernels::Modifiers modifiers;
+  modifiers.mask_mod = std::move(mod);
+  return {std::move(mask), std::make_shared<kernels::BlockSparseAttention>(modifiers), std::move(ids), nullptr};
+}
+
 kernels::AttentionOptions optionsOf(bool causal, std::optional<double> scale) {
   kernels::AttentionOptions options;
   options.causal = causal;
@@ -110,6 +145,91 @@ PYBIND11_MODULE(_tessera, m) {
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("dout"), py::arg("dq"),
       py::arg("dk"), py::arg("dv"), py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("stream") = 0,
       "Fills dq, dk, dv (deterministic)");
+
+  py::class_<PyBlockMask>(m, "BlockMask", "block_mask_* builders make these")
+      .def_property_readonly("batch", [](const PyBlockMask &b) { return b.mask.batch(); })
+      .def_property_readonly("heads", [](const PyBlockMask &b) { return b.mask.heads(); })
+      .def_property_readonly("n_q", [](const PyBlockMask &b) { return b.mask.n_q(); })
+      .def_property_readonly("n_kv", [](const PyBlockMask &b) { return b.mask.n_kv(); })
+      .def_property_readonly("block_size", [](const PyBlockMask &b) {
+        return py::make_tuple(b.mask.block_m(), b.mask.block_n());
+      })
+      .def_property_readonly("density", [](const PyBlockMask &b) { return b.mask.density(); })
+      .def("states", [](const PyBlockMask &b) {
+        std::vector<int> states;
+        for (int64_t x = 0; x < b.mask.batch(); ++x)
+          for (int64_t h = 0; h < b.mask.heads(); ++h)
+            for (int64_t i = 0; i < b.mask.q_blocks(); ++i)
+              for (int64_t j = 0; j < b.mask.kv_blocks(); ++j)
+                states.push_back(int(b.mask.state(x, h, i, j)));
+        return states;
+      }, "every block's state (0 skip, 1 partial, 2 full), [batch, heads, q_blocks, kv_blocks] row-major");
+  m.def("block_mask_causal", [](int64_t batch, int64_t n_q, int64_t n_kv, int64_t bm, int64_t bn) {
+    const int64_t diagonal = n_kv - n_q;
+    return withMaskMod(kernels::BlockMask::causal(batch, n_q, n_kv, bm, bn),
+                       [diagonal](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+                         return kv <= q + diagonal;
+                       });
+  });
+  m.def("block_mask_sliding_window", [](int64_t batch, int64_t n, int64_t window, int64_t bm, int64_t bn) {
+    return withMaskMod(kernels::BlockMask::sliding_window(batch, n, window, bm, bn),
+                       [window](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+                         return kv <= q && q - kv < window;
+                       });
+  });
+  m.def("block_mask_prefix_lm", [](int64_t batch, int64_t n, int64_t prefix, int64_t bm, int64_t bn) {
+    return withMaskMod(kernels::BlockMask::prefix_lm(batch, n, prefix, bm, bn),
+                       [prefix](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+                         return kv < prefix || kv <= q;
+                       });
+  });
+  m.def("block_mask_documents", [](int64_t batch, int64_t n, std::vector<int32_t> ids, bool causal, int64_t bm,
+                                   int64_t bn) {
+    kernels::BlockMask mask = kernels::BlockMask::documents(batch, n, ids, causal, bm, bn);
+    return withMaskMod(std::move(mask),
+                       [n, causal](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
+                         Tile same = dsl::load(ids + b * n + q) == dsl::load(ids + b * n + kv);
+                         return causal ? same && kv <= q : same;
+                       },
+                       std::move(ids));
+  });
+  m.def("block_mask_from_blocks", [](int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv,
+                                     const std::vector<bool> &visited, int64_t bm, int64_t bn) {
+    std::vector<kernels::BlockMask::State> states;
+    for (bool v : visited)
+      states.push_back(v ? kernels::BlockMask::State::full : kernels::BlockMask::State::skip);
+    return PyBlockMask{kernels::BlockMask(batch, heads, n_q, n_kv, bm, bn, states),
+                       std::make_shared<kernels::BlockSparseAttention>(), {}, nullptr};
+  });
+  m.def(
+      "block_sparse_forward",
+      [](const PyBlockMask &mask, py::tuple q, py::tuple k, py::tuple v, py::tuple o, py::tuple lse,
+         std::optional<double> scale, uintptr_t stream) {
+        std::vector<kernels::TensorView> views{viewOf(q), viewOf(k), viewOf(v), viewOf(o), viewOf(lse)};
+        HostMemory host(views);
+        kernels::SparseInputs inputs = mask.inputs();
+        py::gil_scoped_release release;
+        mask.attention->forward(views[0], views[1], views[2], views[3], views[4], mask.mask, optionsOf(false, scale),
+                                inputs, reinterpret_cast<void *>(stream));
+      },
+      py::arg("mask"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"),
+      py::arg("scale") = py::none(), py::arg("stream") = 0, "Fills o and lse visiting the mask's blocks");
+  m.def(
+      "block_sparse_backward",
+      [](const PyBlockMask &mask, py::tuple q, py::tuple k, py::tuple v, py::tuple o, py::tuple lse, py::tuple dout,
+         py::tuple dq, py::tuple dk, py::tuple dv, std::optional<double> scale, uintptr_t stream) {
+        std::vector<kernels::TensorView> views{viewOf(q),  viewOf(k),    viewOf(v),  viewOf(o), viewOf(lse),
+                                               viewOf(dout), viewOf(dq), viewOf(dk), viewOf(dv)};
+        HostMemory host(views);
+        kernels::SparseInputs inputs = mask.inputs();
+        py::gil_scoped_release release;
+        mask.attention->backward(views[0], views[1], views[2], views[3], views[4], views[5], views[6], views[7],
+                                 views[8], mask.mask, optionsOf(false, scale), inputs,
+                                 reinterpret_cast<void *>(stream));
+      },
+      py::arg("mask"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("dout"),
+      py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scale") = py::none(), py::arg("stream") = 0,
+      "Fills dq, dk, dv (deterministic) visiting the mask's blocks");
 
   m.def("gpu_available", [] {
     std::string why;

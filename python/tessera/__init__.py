@@ -16,7 +16,7 @@ from . import _tessera
 from ._tessera import Error
 
 __all__ = ["Error", "attention_forward", "attention_backward", "flash_attn", "info", "cache_dir", "cache_clear",
-           "autotune", "pretune"]
+           "autotune", "pretune", "BlockMask", "block_sparse_attention", "block_sparse_attention_backward"]
 
 _LAYOUTS = ("bshd", "bhsd")
 
@@ -186,11 +186,100 @@ def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="
     return dq, dk, dv
 
 
+class BlockMask:
+    """Which blocks (128x128 by default) of the attention matrix a block-sparse call visits,
+    with the elementwise mask of the partially visible ones; built by the class methods.
+    Sequences are (batch, seqlen) as in the tensors; one mask serves every head unless built
+    per head (from_blocks)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @classmethod
+    def causal(cls, batch, n_q, n_kv=None, block_size=(128, 128)):
+        """Bottom-right aligned causal: query i sees keys j <= i + n_kv - n_q."""
+        return cls(_tessera.block_mask_causal(batch, n_q, n_q if n_kv is None else n_kv, *block_size))
+
+    @classmethod
+    def sliding_window(cls, batch, n, window, block_size=(128, 128)):
+        """Causal within a window: query i sees keys i - window < j <= i."""
+        return cls(_tessera.block_mask_sliding_window(batch, n, window, *block_size))
+
+    @classmethod
+    def prefix_lm(cls, batch, n, prefix, block_size=(128, 128)):
+        """Every query sees the first `prefix` keys, and causally after them."""
+        return cls(_tessera.block_mask_prefix_lm(batch, n, prefix, *block_size))
+
+    @classmethod
+    def documents(cls, document_ids, causal=True, block_size=(128, 128)):
+        """Queries see the keys of their own document: `document_ids` is (batch, seqlen) ints."""
+        import numpy
+        ids = numpy.asarray(document_ids.cpu() if _is_torch(document_ids) else document_ids)
+        if ids.ndim != 2:
+            raise ValueError(f"tessera: document_ids must be (batch, seqlen), got shape {ids.shape}")
+        return cls(_tessera.block_mask_documents(ids.shape[0], ids.shape[1], ids.astype("int32").ravel().tolist(),
+                                                 causal, *block_size))
+
+    @classmethod
+    def from_blocks(cls, visited, n_q, n_kv, block_size=(128, 128)):
+        """From a boolean (batch, heads, q_blocks, kv_blocks) array of the blocks to visit whole
+        (heads 1: shared by every head)."""
+        import numpy
+        blocks = numpy.asarray(visited.cpu() if _is_torch(visited) else visited, dtype=bool)
+        if blocks.ndim != 4:
+            raise ValueError(f"tessera: visited must be (batch, heads, q_blocks, kv_blocks), got shape {blocks.shape}")
+        return cls(_tessera.block_mask_from_blocks(blocks.shape[0], blocks.shape[1], n_q, n_kv,
+                                                   blocks.ravel().tolist(), *block_size))
+
+    @property
+    def density(self):
+        """Visited blocks over all blocks."""
+        return self._native.density
+
+    def states(self):
+        """numpy int8 (batch, heads, q_blocks, kv_blocks): 0 skipped, 1 partial, 2 full."""
+        import numpy
+        m = self._native
+        bm, bn = m.block_size
+        shape = (m.batch, m.heads, -(-m.n_q // bm), -(-m.n_kv // bn))
+        return numpy.array(m.states(), dtype=numpy.int8).reshape(shape)
+
+
+def block_sparse_attention(q, k, v, block_mask, scale=None, layout="bshd"):
+    """attention_forward visiting only `block_mask`'s blocks: O and the fp32 LSE; rows that see
+    no key give 0 and -inf. No autograd (flash_attn(block_mask=...) has it)."""
+    _check_layout(layout)
+    q, k, v = (_as_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    _check_inputs(q, k, v, layout)
+    o = _empty_like(q)
+    lse = _empty_like(q, _lse_shape(q, layout), float32=True)
+    _tessera.block_sparse_forward(block_mask._native, *(_descriptor(x, n, layout) for x, n in
+                                                        ((q, "q"), (k, "k"), (v, "v"), (o, "o"))),
+                                  _descriptor(lse, "lse"), scale, _stream(q))
+    return o, lse
+
+
+def block_sparse_attention_backward(q, k, v, o, lse, dout, block_mask, scale=None, layout="bshd"):
+    """dq, dk, dv of block_sparse_attention (deterministic)."""
+    _check_layout(layout)
+    q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
+                             ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
+    _check_inputs(q, k, v, layout)
+    dq, dk, dv = _empty_like(q), _empty_like(k), _empty_like(v)
+    _tessera.block_sparse_backward(block_mask._native, *(_descriptor(x, n, layout) for x, n in
+                                                         ((q, "q"), (k, "k"), (v, "v"), (o, "o"))),
+                                   _descriptor(lse, "lse"),
+                                   *(_descriptor(x, n, layout) for x, n in
+                                     ((dout, "dout"), (dq, "dq"), (dk, "dk"), (dv, "dv"))),
+                                   scale, _stream(q))
+    return dq, dk, dv
+
+
 def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=False, layout="bshd"):
     """Attention on torch tensors with autograd through tessera's backward kernels; a torch
-    custom op (tessera::flash_attn) with a fake implementation, so torch.compile traces it."""
-    if block_mask is not None:
-        raise NotImplementedError("tessera: block_mask arrives with block-sparse attention")
+    custom op (tessera::flash_attn) with a fake implementation, so torch.compile traces it.
+    With a BlockMask (causal must then be False: the mask decides), block-sparse attention with
+    autograd (a torch.autograd.Function: torch.compile breaks the graph around it)."""
     _check_layout(layout)
     torch = _torch()
     if torch is None or not all(_is_torch(x) for x in (q, k, v)):
@@ -200,7 +289,12 @@ def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=Fa
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     from . import _torch_ops
-    o, lse = _torch_ops.flash_attn(q, k, v, causal, scale)
+    if block_mask is not None:
+        if causal:
+            raise ValueError("tessera: flash_attn with a block_mask takes causal=False (the mask decides)")
+        o, lse = _torch_ops.BlockSparse.apply(q, k, v, block_mask, scale)
+    else:
+        o, lse = _torch_ops.flash_attn(q, k, v, causal, scale)
     if layout == "bhsd":
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o

@@ -3,7 +3,7 @@ implementations for torch.compile and autograd through the backward kernels. Ten
 are (batch, seqlen, heads, head_dim) views."""
 import torch
 
-from . import _descriptor, _stream, _tessera
+from . import _descriptor, _stream, _tessera, block_sparse_attention, block_sparse_attention_backward
 
 
 @torch.library.custom_op("tessera::flash_attn_fwd", mutates_args=())
@@ -58,3 +58,22 @@ flash_attn_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 def flash_attn(q, k, v, causal, scale):
     return flash_attn_fwd(q, k, v, causal, scale)
+
+
+class BlockSparse(torch.autograd.Function):
+    """Block-sparse attention with autograd (the mask is not a tensor, so not a custom op)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_mask, scale):
+        o, lse = block_sparse_attention(q, k, v, block_mask, scale)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.mark_non_differentiable(lse)
+        ctx.block_mask, ctx.scale = block_mask, scale
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dout = dout if dout.stride(-1) == 1 else dout.contiguous()
+        dq, dk, dv = block_sparse_attention_backward(q, k, v, o, lse, dout, ctx.block_mask, ctx.scale)
+        return dq, dk, dv, None, None

@@ -14,15 +14,17 @@ def interpret(monkeypatch):
     monkeypatch.setenv("TESSERA_INTERPRET", "1")
 
 
-def reference(q, k, v, dout, causal, scale):
-    """Float64 attention and its gradients, (batch, seqlen, heads, d) arrays, GQA by repetition."""
+def reference(q, k, v, dout, causal, scale, visible=None):
+    """Float64 attention and its gradients, (batch, seqlen, heads, d) arrays, GQA by repetition;
+    `visible` (optional, broadcast to (batch, heads, n_q, n_kv)) masks more pairs."""
     q, k, v, dout = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, dout))
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = q @ k.transpose(0, 1, 3, 2) * scale
     n_q, n_kv = s.shape[-2:]
     if causal:
-        visible = np.arange(n_kv)[None, :] <= np.arange(n_q)[:, None] + (n_kv - n_q)
+        s = np.where(np.arange(n_kv)[None, :] <= np.arange(n_q)[:, None] + (n_kv - n_q), s, -np.inf)
+    if visible is not None:
         s = np.where(visible, s, -np.inf)
     peak = s.max(-1, keepdims=True)
     peak = np.where(np.isinf(peak), 0, peak)

@@ -146,3 +146,21 @@ def test_cuda_training_loop_matches_sdpa(compiled):
     ours, theirs = losses["tessera"], losses["sdpa"]
     assert ours[-1] < 0.8 * ours[0], "the model learns"
     assert all(abs(a - b) <= 0.02 * abs(b) for a, b in zip(ours, theirs)), (ours, theirs)
+
+
+@pytest.mark.parametrize("device", devices)
+def test_block_mask_values_and_gradients_match_math_sdpa(device):
+    """flash_attn(block_mask=...) (a sliding window) with autograd, to the same bars."""
+    q, k, v = inputs(device, torch.float16, n_q=150, n_kv=150)
+    mask = tessera.BlockMask.sliding_window(2, 150, 48, (32, 32))
+    o = tessera.flash_attn(q, k, v, block_mask=mask, layout="bhsd")
+    dout = torch.randn_like(o)
+    ours = [o, *torch.autograd.grad(o, (q, k, v), dout)]
+    qi, ki = torch.arange(150, device=device)[:, None], torch.arange(150, device=device)[None, :]
+    visible = (ki <= qi) & (qi - ki < 48)
+    exact, naive = math_sdpa(q, k, v, dout, visible, torch.float32), math_sdpa(q, k, v, dout, visible, torch.float16)
+    for name, got, want, rough, bar in zip(("o", "dq", "dk", "dv"), ours, exact, naive, (2, 3, 3, 3)):
+        error, naive_error = ((x.float() - want).abs().max().item() for x in (got, rough))
+        assert error <= bar * naive_error + 2e-3 * max(1.0, want.abs().max().item()), (name, error, naive_error)
+    with pytest.raises(ValueError, match="takes causal=False"):
+        tessera.flash_attn(q, k, v, causal=True, block_mask=mask, layout="bhsd")
