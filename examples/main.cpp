@@ -1,5 +1,6 @@
 // tessera-examples: traces the example kernels, compiles them to PTX for the H200 (sm_90a) and
-// prints a summary; with --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
+// prints a summary; with any of the flags below, the library's shipped kernels too (every
+// config: hundreds). With --ir, prints their tile-dialect IR; with --ptx DIR, writes the PTX
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
 // strides, which takes the vectorized paths); --only TEXT keeps the kernels whose file name
 // contains TEXT (e.g. attention_bwd_dkdv.f16.d128), --shard I/N every N-th kernel from the I-th
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
          {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}, {7, 9, 11}},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
-    for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels())
+    const bool listing = printIR || !ptxDir.empty() || !only.empty() || shards > 1;
+    for (const kernels::ShippedKernel &shipped : listing ? kernels::shipped_kernels() : std::vector<kernels::ShippedKernel>{})
       examples.push_back({shipped.kernel, shipped.config, {}, "." + shipped.variant});
     for (size_t e = shard; e < examples.size(); e += shards) {
       const Example &example = examples[e];
@@ -85,7 +87,7 @@ int main(int argc, char **argv) {
           std::ofstream(ptxDir + "/" + traced.name() + variant + ".ptx") << compiled.ptx;
       }
     }
-    if (printIR || !ptxDir.empty() || !only.empty() || shards > 1)
+    if (listing)
       return 0;
     std::string why;
     if (!interpreter::enabled() && !jit::gpu_available(&why)) {
