@@ -130,6 +130,18 @@ def test_causal_shards_must_hold_equal_queries_and_keys():
         td.forward(q[:, :7], q[:, :7], q[:, :7], ring, causal=True, sharding="zigzag")
 
 
+def whole_and_ring(q, k, v, dout, rank, world, sharding, causal):
+    """(o, dq, dk, dv) of flash_attn on the whole sequence, and this rank's from ring_attention
+    on its shards (torch tensors, inside an initialized process group)."""
+    import torch
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    whole = tessera.flash_attn(*leaves, causal=causal)
+    mine = [td.shard(x, rank, world, sharding).requires_grad_() for x in (q, k, v)]
+    ring = td.ring_attention(*mine, causal=causal, sharding=sharding)
+    return ([whole, *torch.autograd.grad(whole, leaves, dout)],
+            [ring, *torch.autograd.grad(ring, mine, td.shard(dout, rank, world, sharding))])
+
+
 def _gloo_rank(rank, world, port, sharding, causal):
     import torch
     import torch.distributed as dist
@@ -137,13 +149,8 @@ def _gloo_rank(rank, world, port, sharding, causal):
     try:
         g = torch.Generator().manual_seed(5)
         q, k, v, dout = (torch.randn(1, 4 * world * 3, heads, 32, generator=g).half() for heads in (2, 1, 1, 2))
-        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-        whole = tessera.flash_attn(*leaves, causal=causal)
-        whole_grads = torch.autograd.grad(whole, leaves, dout)
-        mine = [td.shard(x, rank, world, sharding).requires_grad_() for x in (q, k, v)]
-        o = td.ring_attention(*mine, causal=causal, sharding=sharding)
-        grads = torch.autograd.grad(o, mine, td.shard(dout, rank, world, sharding))
-        for name, got, want in zip(("o", "dq", "dk", "dv"), (o, *grads), (whole, *whole_grads)):
+        whole, ring = whole_and_ring(q, k, v, dout, rank, world, sharding, causal)
+        for name, got, want in zip(("o", "dq", "dk", "dv"), ring, whole):
             assert (got.float() - td.shard(want, rank, world, sharding).float()).abs().max() < 1e-2, name
     finally:
         dist.destroy_process_group()

@@ -16,8 +16,8 @@ import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-import tessera  # noqa: E402
 import tessera.distributed as td  # noqa: E402
+from test_ring import whole_and_ring  # noqa: E402
 
 CASES = [(causal, sharding, dtype, piece) for causal in (False, True) for sharding in td.SHARDINGS
          for dtype in (torch.float16, torch.bfloat16) for piece in (125, 1024)]  # tokens per zigzag piece
@@ -47,16 +47,10 @@ def _check_case(rank, world, causal, sharding, dtype, piece):
     q, k, v, dout = (torch.randn(b, n, heads, d, device="cuda", generator=g, dtype=dtype)
                      for heads in (h, h_kv, h_kv, h))
     want = _math_reference(q, k, v, dout, causal)
-    # Single-GPU tessera on the whole sequence: the error a ring result is allowed (times the bar).
-    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-    single = tessera.flash_attn(*leaves, causal=causal)
-    single_grads = torch.autograd.grad(single, leaves, dout)
-    # The ring: this rank's shards only.
-    mine = [td.shard(x, rank, world, sharding).requires_grad_() for x in (q, k, v)]
-    o = td.ring_attention(*mine, causal=causal, sharding=sharding)
-    grads = torch.autograd.grad(o, mine, td.shard(dout, rank, world, sharding))
-    for name, got, base, w, bar in zip(("o", "dq", "dk", "dv"), (o, *grads), (single, *single_grads), want,
-                                       (2, 3, 3, 3)):
+    # Single-GPU tessera on the whole sequence gives the error a ring result is allowed (times
+    # the bar); the ring sees this rank's shards only.
+    single, ring = whole_and_ring(q, k, v, dout, rank, world, sharding, causal)
+    for name, got, base, w, bar in zip(("o", "dq", "dk", "dv"), ring, single, want, (2, 3, 3, 3)):
         w = td.shard(w, rank, world, sharding)
         base = td.shard(base, rank, world, sharding)
         assert got.dtype == dtype and torch.isfinite(got).all(), name
