@@ -2,11 +2,14 @@
 // before layouts, so a disagreement points at the layout-dependent compiler (layouts,
 // conversions, vectorization, pipelining, lowering).
 #include "attention_check.h"
+#include "layernorm.h"
 #include "matmul.h"
 #include "softmax.h"
+#include "vector_add.h"
 #include "gpu_util.h"
 
 #include "tessera/compiler/Interpreter.h"
+#include "tessera/kernels/attention.h"
 #include "tessera/kernels/block_sparse.h"
 
 #include <cstdlib>
@@ -113,6 +116,78 @@ TEST_F(InterpreterAgreement, SoftmaxF16) {
   for (size_t i = 0; i < gpu.size(); ++i) {
     float want = from_half(interpreted[i]);
     ASSERT_NEAR(from_half(gpu[i]), want, 2e-3 * want + 1e-6) << "at " << i;
+  }
+}
+
+TEST_F(InterpreterAgreement, VectorAddAndLayerNorm) {
+  const int n = 5000, rows = 7, cols = 1000;
+  std::vector<float> x(n), y(n);
+  for (int i = 0; i < n; ++i)
+    x[i] = 0.25f * float(i % 97) - 3.0f, y[i] = 1.0f / float(i + 1);
+  auto added = on_both<std::vector<float>>([&] {
+    jit::DeviceBuffer dx(n * 4), dy(n * 4), out(n * 4);
+    dx.copy_from_host(x.data(), n * 4);
+    dy.copy_from_host(y.data(), n * 4);
+    out.fill_bytes(0xff);
+    examples::vector_add().launch({uint32_t(cdiv(n, 1024))}, {{"BLOCK", 1024}}, dx.data(), dy.data(), out.data(), n);
+    jit::synchronize();
+    std::vector<float> host(n);
+    out.copy_to_host(host.data(), n * 4);
+    return host;
+  });
+  EXPECT_EQ(added.first, added.second); // one rounding each: bitwise equal
+
+  auto input = random_bits(size_t(rows) * cols, 4, false), weight = random_bits(cols, 5, false),
+       bias = random_bits(cols, 6, false);
+  auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
+    auto dx = upload16(input), dw = upload16(weight), db = upload16(bias);
+    jit::DeviceBuffer out(input.size() * 2);
+    out.fill_bytes(0xff);
+    const float eps = 1e-5f;
+    examples::layernorm<f16>().launch({uint32_t(rows)}, {{"BLOCK", 1024}}, dx.data(), dw.data(), db.data(), out.data(),
+                                      cols, eps);
+    jit::synchronize();
+    return download16(out, input.size());
+  });
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    float want = from_half(interpreted[i]);
+    ASSERT_NEAR(from_half(gpu[i]), want, 2e-3 * std::abs(want) + 2e-3) << "at " << i / cols << "," << i % cols;
+  }
+}
+
+// The dense backward (delta, dK/dV and dQ kernels): GQA, causal with n_q != n_kv, ragged ends.
+TEST_F(InterpreterAgreement, AttentionBackward) {
+  const int n_q = 130, n_kv = 200, heads = 4, kv_heads = 2, d = 64;
+  const size_t q_count = size_t(n_q) * heads * d, kv_count = size_t(n_kv) * kv_heads * d;
+  auto q = random_bits(q_count, 31, false), k = random_bits(kv_count, 32, false), v = random_bits(kv_count, 33, false),
+       dout = random_bits(q_count, 34, false);
+  using Grads = std::vector<std::vector<uint16_t>>;
+  auto [gpu, interpreted] = on_both<Grads>([&] {
+    const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
+    jit::DeviceBuffer qd = upload16(q), kd = upload16(k), vd = upload16(v), dod = upload16(dout), o(q_count * 2),
+                      lse(heads * n_q * 4), dq(q_count * 2), dk(kv_count * 2), dv(kv_count * 2);
+    for (auto *g : {&dq, &dk, &dv})
+      g->fill_bytes(0xff);
+    auto view = [&](const jit::DeviceBuffer &b, int n, int h) {
+      return kernels::TensorView{b.data(), DType::f16, {1, n, h, d}, {}, where};
+    };
+    const kernels::TensorView lseView{lse.data(), DType::f32, {1, heads, n_q}, {}, where};
+    kernels::AttentionOptions options;
+    options.causal = true;
+    kernels::attention_forward(view(qd, n_q, heads), view(kd, n_kv, kv_heads), view(vd, n_kv, kv_heads),
+                               view(o, n_q, heads), lseView, options);
+    kernels::attention_backward(view(qd, n_q, heads), view(kd, n_kv, kv_heads), view(vd, n_kv, kv_heads),
+                                view(o, n_q, heads), lseView, view(dod, n_q, heads), view(dq, n_q, heads),
+                                view(dk, n_kv, kv_heads), view(dv, n_kv, kv_heads), options);
+    return Grads{download16(dq, q_count), download16(dk, kv_count), download16(dv, kv_count)};
+  });
+  for (size_t g = 0; g < 3; ++g) {
+    double worst = 0, largest = 1;
+    for (size_t i = 0; i < gpu[g].size(); ++i) {
+      worst = std::max(worst, double(std::abs(from_half(gpu[g][i]) - from_half(interpreted[g][i]))));
+      largest = std::max(largest, double(std::abs(from_half(interpreted[g][i]))));
+    }
+    EXPECT_LE(worst, 4e-3 * largest) << "gradient " << g << " (dq, dk, dv)";
   }
 }
 

@@ -74,9 +74,9 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
     throw Error("kernel '" + kernel + "': compiler stage '" + stage + "' failed:" + messages);
 }
 
-/// The config's num_warps (default 4), num_stages (default 3) and invariant_operands_in_shared
-/// (default 0) on the kernel, checked.
-int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
+/// The config's num_warps (default 4), num_stages (default 3), invariant_operands_in_shared
+/// (default 0) and wgmma (default 1: on Hopper, dots may use warpgroup MMA) on the kernel, checked.
+int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
@@ -87,6 +87,9 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel) {
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("invariant_operands_in_shared") : mlir::IntegerAttr())
       if (attr.getInt())
         func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
+    auto wgmma = config ? config.getAs<mlir::IntegerAttr>("wgmma") : mlir::IntegerAttr();
+    if (target.major == 9 && (!wgmma || wgmma.getInt()))
+      func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
@@ -121,7 +124,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   StageDumper dump(name);
   CompiledKernel result;
   result.name = name;
-  result.num_warps = setNumWarps(*module, name);
+  result.num_warps = setNumWarps(*module, name, target);
   dump("tile.mlir", *module);
 
   runStage(*module, name, "tile", [](mlir::OpPassManager &pm) {

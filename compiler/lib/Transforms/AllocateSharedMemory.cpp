@@ -52,7 +52,8 @@ struct TileAllocateSharedMemoryPass
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
       Builder b(func.getContext());
-      // Pipeline rings, 128-byte aligned, first fit: rings whose spans do not overlap share
+      // Pipeline rings, 1024-byte aligned (the period of the 128-byte swizzle, which wgmma's
+      // operand descriptors assume), first fit: rings whose spans do not overlap share
       // memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next loop's
       // copies cannot land under a warp still reading the previous ring).
       Positions at(func);
@@ -64,7 +65,7 @@ struct TileAllocateSharedMemoryPass
       func.walk([&](SharedAllocOp alloc) {
         auto type = alloc.getType();
         auto tile = type.getTileType();
-        int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 128);
+        int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 1024);
         auto [first, last] = liveSpan(alloc, at);
         std::vector<std::pair<int64_t, int64_t>> taken; // [offset, end) of rings live at the same time
         for (const Placed &other : placed)

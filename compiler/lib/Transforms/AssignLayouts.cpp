@@ -46,7 +46,8 @@ public:
   /// `carried`: layouts to carry loop values in; `observed` (optional) collects the layouts
   /// loop bodies yield that are stronger than the ones they are carried in.
   Assigner(func::FuncOp func, const LoopLayouts &carried, LoopLayouts *observed)
-      : builder(func.getContext()), numWarps(numWarpsOf(func)), carried(carried), observed(observed) {
+      : builder(func.getContext()), numWarps(numWarpsOf(func)),
+        warpgroupMma(warpgroupMmaAllowed(func)), carried(carried), observed(observed) {
     // Attention-like chains (a dot's result feeding another dot) keep every row of a tile in
     // one warp, so that row statistics need no shared memory and the first dot's accumulator
     // is already the second dot's operand, register for register.
@@ -73,6 +74,7 @@ private:
   OpBuilder builder;
   int numWarps;
   int vector;
+  bool warpgroupMma;
   bool chainedDots = false;
   const LoopLayouts &carried;
   LoopLayouts *observed;
@@ -84,9 +86,10 @@ private:
                                 numWarps, vector);
   }
 
-  /// The mma.sync layout for a dot of f16/bf16 into f32, with the warps split so that each
-  /// warp's part of the accumulator is as square as possible (all along the rows in dot
-  /// chains); null for other dots.
+  /// The mma layout for a dot of f16/bf16 into f32, with the warps split so that each warp's
+  /// part of the accumulator is as square as possible (all along the rows in dot chains, and
+  /// 16 rows a warp where Hopper's wgmma can compute it: whole warpgroups of 64 rows); null
+  /// for other dots.
   Attribute tensorCoreLayout(Operation *op) {
     auto dot = dyn_cast<DotOp>(op);
     if (!dot)
@@ -95,7 +98,7 @@ private:
     if (!(in.isF16() || in.isBF16()) || !dot.getType().getElementType().isF32())
       return {};
     int64_t M = dot.getType().getDimSize(0), N = dot.getType().getDimSize(1);
-    if (chainedDots && M / numWarps >= 16)
+    if ((chainedDots && M / numWarps >= 16) || (warpgroupMma && M == 16 * numWarps && numWarps % 4 == 0))
       return MmaEncodingAttr::get(op->getContext(), {static_cast<unsigned>(numWarps), 1});
     unsigned bestM = 0;
     double bestSkew = 1e30;

@@ -123,6 +123,66 @@ func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile
 
 // -----
 
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+
+// On Hopper (tile.warpgroup_mma), a dot whose warps own 16 rows each runs on wgmma: both
+// operands read by the tensor cores from their stages through descriptors, one
+// m64n64k16 per 16-wide step of k, then one commit and a wait that hands the accumulators on.
+// Q's stage is k-major (128-byte swizzle), K's too (read transposed, so not .trans).
+// CHECK-LABEL: llvm.func @wgmma_from_rings
+// CHECK: wgmma.fence.sync.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 1, 1, 1, 0, 0;
+// CHECK: wgmma.commit_group.sync.aligned
+// CHECK: wgmma.wait_group.sync.aligned 0
+// CHECK-NOT: ldmatrix
+// CHECK-NOT: mma.sync
+func.func @wgmma_from_rings(%acc: tensor<64x64xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 4 : i32, tile.warpgroup_mma, tile.shared_memory = 65536 : i64} {
+  %qa = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %ka = tile.shared_alloc {tile.smem_offset = 32768 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %x = tile.shared_load %qa[%slot] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>
+  %y = tile.shared_load %ka[%slot] {transposed} : !tile.shared<2 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %x, %y, %acc : tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<64x64x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+
+// A in registers (P of attention) and an MN-major B stage 512 columns wide (B transposed:
+// .trans 1): two m64n256k16 per step of k. Without tile.warpgroup_mma the same dot stays on
+// mma.sync.
+// CHECK-LABEL: llvm.func @wgmma_registers_and_wide_b
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, {{.*}}, 1, 1, 1, 1;
+// CHECK-NOT: wgmma.mma_async
+// CHECK: wgmma.wait_group.sync.aligned 0
+// CHECK-LABEL: llvm.func @mma_sync_elsewhere
+// CHECK-NOT: wgmma
+// CHECK: mma.sync.aligned.m16n8k16
+func.func @wgmma_registers_and_wide_b(%p: tensor<128x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>>, %acc: tensor<128x512xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.shared_memory = 65536 : i64} {
+  %va = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<32x512xbf16>>
+  %v = tile.shared_load %va[%slot] : !tile.shared<2 x tensor<32x512xbf16>> -> tensor<32x512xbf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %p, %v, %acc : tensor<128x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<32x512xbf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<128x512xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<128x512x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<128x512x!tile.ptr<f32>, #mma>
+  return
+}
+func.func @mma_sync_elsewhere(%p: tensor<128x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>>, %acc: tensor<128x64xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.shared_memory = 8192 : i64} {
+  %va = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<32x64xbf16>>
+  %v = tile.shared_load %va[%slot] : !tile.shared<2 x tensor<32x64xbf16>> -> tensor<32x64xbf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %p, %v, %acc : tensor<128x32xbf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<32x64xbf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<128x64xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<128x64x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<128x64x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Float atomic max: non-negative values as a signed-integer max, negative ones as an

@@ -10,6 +10,25 @@
 using namespace mlir;
 
 namespace tessera::tile::lowering {
+
+/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
+/// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
+bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
+  return isa_and_present<DotOperandEncodingAttr>(result.getEncoding()) &&
+         result.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32;
+}
+
+/// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
+/// of k just before that step's mma.sync: a warp then holds one step of an operand in
+/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
+bool readByDotSteps(SharedLoadOp load) {
+  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
+         llvm::all_of(load->getUses(), [](OpOperand &use) {
+           auto dot = dyn_cast<DotOp>(use.getOwner());
+           return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
+         });
+}
+
 namespace {
 
 int64_t smemOffset(Operation *op) {
@@ -108,14 +127,6 @@ layout::Bases swapped(const layout::Bases &bases) {
   return out;
 }
 
-/// Registers of a layout by their coordinates in lane 0 of warp 0.
-std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
-  std::map<layout::Coord, int64_t> index;
-  for (int64_t r = 0; r < layout.numRegisters(); ++r)
-    index.emplace(layout.apply(r, 0, 0), r);
-  return index;
-}
-
 /// Tensor-core operand fragments of 16-bit elements straight from (swizzled) shared memory:
 /// ldmatrix.x4 per 16x16 tile of A and per 16x16 of B (x2 when a warp has one 8-column B
 /// tile). Each lane points at one 16-byte row of one 8x8 matrix; the instruction hands every
@@ -190,13 +201,6 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
   return out;
 }
 
-/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
-/// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
-bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
-  return isa_and_present<DotOperandEncodingAttr>(result.getEncoding()) &&
-         result.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32;
-}
-
 /// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
 /// allow, otherwise a round trip through shared memory (read with ldmatrix when the result
 /// feeds a tensor core).
@@ -230,17 +234,6 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
     return success();
   }
 };
-
-/// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
-/// of k just before that step's mma.sync: a warp then holds one step of an operand in
-/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
-bool readByDotSteps(SharedLoadOp load) {
-  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
-         llvm::all_of(load->getUses(), [](OpOperand &use) {
-           auto dot = dyn_cast<DotOp>(use.getOwner());
-           return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
-         });
-}
 
 /// A stage of a shared ring into registers (transposed if asked): ldmatrix for 16-bit
 /// tensor-core fragments; nothing when the dots read it step by step.
@@ -562,6 +555,8 @@ struct DotLowering : ConvertOpToLLVMPattern<DotOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(DotOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
+    if (lowersToWarpgroupMma(op))
+      return lowerWarpgroupDot(op, adaptor, getTypeConverter(), rewriter);
     if (auto mma = dyn_cast_or_null<MmaEncodingAttr>(op.getType().getEncoding()))
       return lowerTensorCoreDot(op, adaptor, mma, getTypeConverter(), rewriter);
     Location loc = op.getLoc();

@@ -532,10 +532,15 @@ struct AsyncCommitLowering : ConvertOpToLLVMPattern<AsyncCommitOp> {
   }
 };
 
+/// Waits for this thread's copies, then a barrier for everyone's. Where wgmma may read the
+/// stages, each thread first orders its copies (generic proxy) before the tensor cores' reads
+/// (async proxy).
 struct AsyncWaitLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AsyncWaitOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
     ptx(rewriter, op.getLoc(), Type(), "cp.async.wait_group " + std::to_string(op.getPending()) + ";", "", {}, true);
+    if (warpgroupMmaAllowed(op))
+      ptx(rewriter, op.getLoc(), Type(), "fence.proxy.async.shared::cta;", "", {}, true);
     barrier(rewriter, op.getLoc());
     rewriter.eraseOp(op);
     return success();

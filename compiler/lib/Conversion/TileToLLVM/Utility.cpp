@@ -161,25 +161,36 @@ Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout
 }
 
 /// Element index of `coord` in a tile of `shape` stored row-major, 16-byte chunks swizzled.
+/// Rows wider than 128 bytes are split into 128-byte columns ("atoms") stored one after the
+/// other: chunk c of row r then sits at chunk c ^ (r % 8) of its atom's row, which is the
+/// Hopper tensor cores' 128-byte swizzle (narrower rows give their 64- and 32-byte swizzles),
+/// so that wgmma reads the stages that cp.async and ldmatrix use.
 Value sharedIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<int64_t> shape,
                   int64_t bytes, bool swizzle) {
   int64_t cols = shape.back();
   int64_t chunkElems = 16 / bytes, rowBytes = cols * bytes;
   if (!swizzle || shape.size() != 2 || rowBytes < 32 || chunkElems < 1)
     return linearIndex(b, loc, coord, shape);
-  int64_t chunksPerRow = rowBytes / 16;
-  int64_t rowsPerCycle = std::max<int64_t>(1, 128 / rowBytes);
+  int64_t atomCols = rowBytes > 128 ? 128 / bytes : cols, atomBytes = atomCols * bytes;
+  int64_t chunksPerRow = atomBytes / 16;
+  int64_t rowsPerCycle = std::max<int64_t>(1, 128 / atomBytes);
   int64_t phases = std::min<int64_t>(chunksPerRow, 8);
   auto shift = [](int64_t v) { return static_cast<int64_t>(llvm::Log2_64(v)); };
-  Value row = coord[0], col = coord[1];
-  Value chunk = LLVM::LShrOp::create(b, loc, col, i32Constant(b, loc, shift(chunkElems)));
-  Value phase = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, row, i32Constant(b, loc, shift(rowsPerCycle))),
-                                    i32Constant(b, loc, phases - 1));
-  Value swizzled = LLVM::ShlOp::create(b, loc, LLVM::XOrOp::create(b, loc, chunk, phase),
-                                       i32Constant(b, loc, shift(chunkElems)));
-  Value within = LLVM::AndOp::create(b, loc, col, i32Constant(b, loc, chunkElems - 1));
-  return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, row, i32Constant(b, loc, cols)),
-                             LLVM::AddOp::create(b, loc, swizzled, within));
+  auto constant = [&](int64_t v) { return i32Constant(b, loc, v); };
+  Value row = coord[0], col = coord[1], atomBase;
+  if (atomCols != cols) {
+    Value atom = LLVM::LShrOp::create(b, loc, col, constant(shift(atomCols)));
+    atomBase = LLVM::MulOp::create(b, loc, atom, constant(shape[0] * atomCols));
+    col = LLVM::AndOp::create(b, loc, col, constant(atomCols - 1));
+  }
+  Value chunk = LLVM::LShrOp::create(b, loc, col, constant(shift(chunkElems)));
+  Value phase = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, row, constant(shift(rowsPerCycle))),
+                                    constant(phases - 1));
+  Value swizzled = LLVM::ShlOp::create(b, loc, LLVM::XOrOp::create(b, loc, chunk, phase), constant(shift(chunkElems)));
+  Value within = LLVM::AndOp::create(b, loc, col, constant(chunkElems - 1));
+  Value index = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, row, constant(atomCols)),
+                                    LLVM::AddOp::create(b, loc, swizzled, within));
+  return atomBase ? LLVM::AddOp::create(b, loc, atomBase, index).getResult() : index;
 }
 
 void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
@@ -222,6 +233,13 @@ Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::
       out.push_back(fromStorage(b, loc, LLVM::ExtractElementOp::create(b, loc, v, i32Constant(b, loc, i)), element));
   }
   return out;
+}
+
+std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
+  std::map<layout::Coord, int64_t> index;
+  for (int64_t r = 0; r < layout.numRegisters(); ++r)
+    index.emplace(layout.apply(r, 0, 0), r);
+  return index;
 }
 
 Value sharedStage(OpBuilder &b, Location loc, Value base, Value slot, SharedBufferType type) {

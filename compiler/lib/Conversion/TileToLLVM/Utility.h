@@ -10,6 +10,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
+#include <map>
+
 namespace tessera::tile::lowering {
 
 using mlir::Location;
@@ -84,6 +86,20 @@ Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type e
 
 /// Stage `slot` (i32) of a shared ring at `base`.
 Value sharedStage(OpBuilder &b, Location loc, Value base, Value slot, SharedBufferType type);
+
+/// Registers of a layout by their coordinates in lane 0 of warp 0.
+std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout);
+
+/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
+/// tensor-core fragments.
+bool readsWithLdmatrix(mlir::RankedTensorType result, mlir::RankedTensorType storage);
+/// Whether the tensor-core dots `load` feeds read its stage themselves, step by step of k.
+bool readByDotSteps(SharedLoadOp load);
+
+/// Whether `op` runs on Hopper's warpgroup MMA (WarpgroupMma.cpp), and its lowering.
+bool lowersToWarpgroupMma(DotOp op);
+mlir::LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const mlir::TypeConverter *converter,
+                                      mlir::ConversionPatternRewriter &rewriter);
 
 // Pattern sets.
 void populateMemoryOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);

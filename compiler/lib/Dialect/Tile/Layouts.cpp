@@ -141,14 +141,22 @@ int64_t scratchBytes(Operation *op) {
   return 0;
 }
 
-int numWarpsOf(Operation *op) {
+/// The kernel function holding `op` (or `op` itself), null outside one.
+static func::FuncOp kernelOf(Operation *op) {
   auto func = op->getParentOfType<func::FuncOp>();
-  if (!func && isa<func::FuncOp>(op))
-    func = cast<func::FuncOp>(op);
-  if (func)
+  return func || !isa<func::FuncOp>(op) ? func : cast<func::FuncOp>(op);
+}
+
+int numWarpsOf(Operation *op) {
+  if (auto func = kernelOf(op))
     if (auto attr = func->getAttrOfType<IntegerAttr>(kNumWarpsAttrName))
       return static_cast<int>(attr.getInt());
   return 4;
+}
+
+bool warpgroupMmaAllowed(Operation *op) {
+  auto func = kernelOf(op);
+  return func && func->hasAttr(kWarpgroupMmaAttrName);
 }
 
 } // namespace tessera::tile

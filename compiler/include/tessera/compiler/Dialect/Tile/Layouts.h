@@ -43,6 +43,9 @@ int64_t storageBytes(mlir::Type elementType);
 /// Warps per program of the kernel containing `op` (tile.num_warps, default 4).
 int numWarpsOf(mlir::Operation *op);
 
+/// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
+bool warpgroupMmaAllowed(mlir::Operation *op);
+
 } // namespace tessera::tile
 
 #endif // TESSERA_COMPILER_DIALECT_TILE_LAYOUTS_H

@@ -45,6 +45,8 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
 /// Function attributes: warps per program, and the shared memory it needs (bytes).
 inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
 inline constexpr llvm::StringLiteral kSharedMemoryAttrName = "tile.shared_memory";
+/// Function attribute: the target has Hopper's warpgroup MMA (wgmma) and the kernel may use it.
+inline constexpr llvm::StringLiteral kWarpgroupMmaAttrName = "tile.warpgroup_mma";
 
 } // namespace tessera::tile
 

@@ -1,0 +1,205 @@
+// Hopper's warpgroup MMA: a tensor-core dot as wgmma.mma_async.m64nNk16, B (and A, unless it
+// is in registers) read by the tensor cores straight from a swizzled shared-memory stage
+// through 64-bit matrix descriptors.
+//
+// The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, 1], M = 64g), which
+// is wgmma's accumulator layout: warp w of warpgroup g holds rows 64g + 16w + {l/4, l/4 + 8} and
+// columns 8j + 2(l%4) + {0, 1}, exactly as mma.sync's 16x8 tiles; an A operand in registers has
+// mma.sync's A fragments. The stages are stored as sharedIndex lays them out: 128-byte-wide
+// atoms, each the canonical 128-byte-swizzled layout (64- and 32-byte for narrower rows).
+#include "Utility.h"
+
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+
+namespace tessera::tile::lowering {
+namespace {
+
+/// Shared memory holding a dot operand as the tensor cores read it: a stage and its layout.
+struct StagedOperand {
+  Value stage;          // !llvm.ptr<3> at the stage's first byte
+  int64_t rows, cols;   // the stored tile's shape (16-bit elements)
+  bool transposed;      // the operand is the stored tile transposed
+  /// Whether k runs along the stored rows: A stored [M][K], B stored [N][K] (read transposed).
+  bool kMajor(bool isB) const { return transposed == isB; }
+};
+
+int64_t atomColumns(int64_t cols) { return cols * 2 > 128 ? 64 : cols; }
+
+/// wgmma's swizzle mode of rows of `bytes` (128-, 64-, 32-byte swizzle).
+int64_t swizzleMode(int64_t bytes) { return bytes == 128 ? 1 : bytes == 64 ? 2 : 3; }
+
+/// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
+/// runs along the stored rows (`kMajor`) or down its columns.
+bool describable(int64_t rows, int64_t cols, bool kMajor) {
+  int64_t bytes = cols * 2;
+  if (!llvm::isPowerOf2_64(cols) || rows % 8 != 0 || rows * bytes % 1024 != 0)
+    return false;
+  return kMajor ? bytes >= 32 : bytes % 128 == 0;
+}
+
+/// The stage a dot operand is read from step by step, when it is one.
+std::optional<StagedOperand> stagedOperand(Value operand) {
+  auto load = operand.getDefiningOp<SharedLoadOp>();
+  if (!load || !readByDotSteps(load))
+    return std::nullopt;
+  auto tile = load.getBuffer().getType().getTileType();
+  return StagedOperand{Value(), tile.getDimSize(0), tile.getDimSize(1), load.getTransposed()};
+}
+
+/// The 64-bit matrix descriptor of the 8-row groups starting at `start` (a shared pointer).
+Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingBytes, int64_t strideBytes,
+                       int64_t mode) {
+  Type i64 = b.getI64Type();
+  Value address = LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), start);
+  address = LLVM::LShrOp::create(b, loc, LLVM::AndOp::create(b, loc, address, i32Constant(b, loc, 0x3FFFF)),
+                                 i32Constant(b, loc, 4));
+  uint64_t fields = (uint64_t((leadingBytes >> 4) & 0x3FFF) << 16) | (uint64_t((strideBytes >> 4) & 0x3FFF) << 32) |
+                    (uint64_t(mode) << 62);
+  return LLVM::OrOp::create(b, loc, LLVM::ZExtOp::create(b, loc, i64, address),
+                            LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(int64_t(fields))));
+}
+
+/// Descriptor of the 16-wide step `kk` of k and the rows (A: m, B: n) from `first` on.
+Value operandDescriptor(OpBuilder &b, Location loc, const StagedOperand &op, bool kMajor, Value first, int64_t kk) {
+  int64_t atomCols = atomColumns(op.cols), atomBytes = atomCols * 2;
+  auto elementOffset = [&](Value offset) {
+    return LLVM::GEPOp::create(b, loc, op.stage.getType(), b.getI16Type(), op.stage, ValueRange{offset}).getResult();
+  };
+  if (kMajor) {
+    // k along the stored rows (K-major): step kk lies within one atom; 8-row groups 8 rows apart.
+    int64_t k = kk * 16, atom = k / atomCols;
+    Value offset = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, first, i32Constant(b, loc, atomCols)),
+                                       i32Constant(b, loc, atom * op.rows * atomCols + k % atomCols));
+    return matrixDescriptor(b, loc, elementOffset(offset), 16, 8 * atomBytes, swizzleMode(atomBytes));
+  }
+  // k down the stored columns (MN-major): rows kk*16.., atoms of 64 along m/n one atom apart.
+  Value atom = LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols));
+  Value offset = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, atom, i32Constant(b, loc, op.rows * atomCols)),
+                                     i32Constant(b, loc, kk * 16 * atomCols));
+  return matrixDescriptor(b, loc, elementOffset(offset), op.rows * atomBytes, 8 * atomBytes, swizzleMode(atomBytes));
+}
+
+std::string registerList(int64_t first, int64_t count) {
+  std::string list;
+  for (int64_t i = 0; i < count; ++i)
+    list += (i ? ", $" : "$") + std::to_string(first + i);
+  return "{" + list + "}";
+}
+
+} // namespace
+
+bool lowersToWarpgroupMma(DotOp op) {
+  auto mma = dyn_cast_or_null<MmaEncodingAttr>(op.getType().getEncoding());
+  if (!mma || !warpgroupMmaAllowed(op))
+    return false;
+  int64_t M = op.getType().getDimSize(0), N = op.getType().getDimSize(1), K = op.getA().getType().getDimSize(1);
+  unsigned wm = mma.getWarpsPerCTA()[0];
+  if (mma.getWarpsPerCTA()[1] != 1 || wm % 4 != 0 || M != 16 * wm || N % 8 != 0 || K % 16 != 0 ||
+      !op.getType().getElementType().isF32())
+    return false;
+  // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N].
+  auto b = stagedOperand(op.getB());
+  if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (N > 256 && N % 256 != 0))
+    return false;
+  // A from registers, or from a stage stored [M][K].
+  auto a = stagedOperand(op.getA());
+  return !a || (a->kMajor(false) && describable(a->rows, a->cols, true));
+}
+
+LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConverter *converter,
+                                ConversionPatternRewriter &rewriter) {
+  Location loc = op.getLoc();
+  auto accType = op.getType();
+  int64_t N = accType.getDimSize(1), K = op.getA().getType().getDimSize(1);
+  auto cIndex = registerIndex(toLinearLayout(accType.getEncoding(), accType.getShape()));
+  Values c = unpack(rewriter, loc, adaptor.getAcc());
+  auto stage = [&](Value operand) {
+    std::optional<StagedOperand> staged = stagedOperand(operand);
+    if (staged) {
+      auto load = operand.getDefiningOp<SharedLoadOp>();
+      staged->stage = sharedStage(rewriter, loc, rewriter.getRemappedValue(load.getBuffer()),
+                                  rewriter.getRemappedValue(load.getSlot()), load.getBuffer().getType());
+    }
+    return staged;
+  };
+  std::optional<StagedOperand> a = stage(op.getA()), b = stage(op.getB());
+  // Warpgroup g computes rows 64g..64g+63.
+  Value warpgroupRow = LLVM::MulOp::create(
+      rewriter, loc, LLVM::LShrOp::create(rewriter, loc, threadId(rewriter, loc).warp, i32Constant(rewriter, loc, 2)),
+      i32Constant(rewriter, loc, 64));
+  Values aRegs;
+  std::map<layout::Coord, int64_t> aIndex;
+  if (!a) {
+    aRegs = unpack(rewriter, loc, adaptor.getA());
+    aIndex = registerIndex(toLinearLayout(op.getA().getType().getEncoding(), op.getA().getType().getShape()));
+  }
+  Type half = op.getA().getType().getElementType(); // f16 or bf16, as LLVM spells them too
+  std::string type = half.isBF16() ? "bf16" : "f16";
+  Type i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
+  auto pair = [&](Value lo, Value hi) -> Value {
+    Value v = LLVM::UndefOp::create(rewriter, loc, VectorType::get({2}, half));
+    v = LLVM::InsertElementOp::create(rewriter, loc, v, lo, i32Constant(rewriter, loc, 0));
+    v = LLVM::InsertElementOp::create(rewriter, loc, v, hi, i32Constant(rewriter, loc, 1));
+    return LLVM::BitcastOp::create(rewriter, loc, i32, v);
+  };
+  // One instruction covers up to 256 columns.
+  int64_t width = N <= 256 ? N : 256;
+  auto accumulator = [&](int64_t n0, int64_t r) { // register r of wgmma's D for columns n0..
+    return cIndex.at({8 * ((r % 4) / 2), n0 + 8 * (r / 4) + r % 2});
+  };
+  ptx(rewriter, loc, Type(), "wgmma.fence.sync.aligned;", "", {}, true);
+  for (int64_t kk = 0; kk < K / 16; ++kk)
+    for (int64_t n0 = 0; n0 < N; n0 += width) {
+      int64_t count = width / 2; // accumulators a thread holds
+      Values operands;
+      std::string aOperand, constraints;
+      for (int64_t r = 0; r < count; ++r)
+        constraints += "=f,";
+      if (a) {
+        operands.push_back(operandDescriptor(rewriter, loc, *a, true, warpgroupRow, kk));
+        aOperand = "$" + std::to_string(count);
+        constraints += "l,";
+      } else {
+        for (int e = 0; e < 8; e += 2) {
+          auto at = [&](int element) {
+            return aRegs[aIndex.at({8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
+          };
+          operands.push_back(pair(at(e), at(e + 1)));
+        }
+        aOperand = registerList(count, 4);
+        constraints += "r,r,r,r,";
+      }
+      int64_t bOperand = count + int64_t(operands.size());
+      operands.push_back(operandDescriptor(rewriter, loc, *b, b->kMajor(true), i32Constant(rewriter, loc, n0), kk));
+      constraints += "l";
+      for (int64_t r = 0; r < count; ++r) {
+        operands.push_back(c[accumulator(n0, r)]);
+        constraints += "," + std::to_string(r);
+      }
+      // scale-d 1 (accumulate), A and B unscaled, A k-major; B transposed when it is MN-major.
+      std::string code = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(width) + "k16.f32." + type + "." +
+                         type + " " + registerList(0, count) + ", " + aOperand + ", $" + std::to_string(bOperand) + ", 1, 1, 1" +
+                         (a ? ", 0" : "") + (b->kMajor(true) ? ", 0;" : ", 1;");
+      auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(count, f32));
+      Value d = ptx(rewriter, loc, resultType, code, constraints, operands, true);
+      for (int64_t r = 0; r < count; ++r)
+        c[accumulator(n0, r)] = LLVM::ExtractValueOp::create(rewriter, loc, d, r);
+    }
+  ptx(rewriter, loc, Type(), "wgmma.commit_group.sync.aligned;", "", {}, true);
+  // The wait hands the accumulators through, so that nothing reads them before it.
+  std::string constraints;
+  for (size_t r = 0; r < c.size(); ++r)
+    constraints += "=f,";
+  for (size_t r = 0; r < c.size(); ++r)
+    constraints += (r ? "," : "") + std::to_string(r);
+  auto allType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(c.size(), f32));
+  Value waited = ptx(rewriter, loc, allType, "wgmma.wait_group.sync.aligned 0;", constraints, c, true);
+  for (size_t r = 0; r < c.size(); ++r)
+    c[r] = LLVM::ExtractValueOp::create(rewriter, loc, waited, r);
+  rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
+  return success();
+}
+
+} // namespace tessera::tile::lowering
