@@ -85,6 +85,24 @@ func.func @tensor_core_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {
 
 // -----
 
+// Where Hopper's warpgroup MMA may run (tile.warpgroup_mma), the same dot gives every warp 16
+// rows (one warpgroup of 64), the layout of wgmma's accumulators.
+// CHECK-LABEL: func.func @warpgroup_dot
+// CHECK: tile.dot {{.*}} -> tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+func.func @warpgroup_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {tile.num_warps = 4 : i32, tile.warpgroup_mma} {
+  %as = tile.splat %a : !tile.ptr<bf16> -> tensor<64x32x!tile.ptr<bf16>>
+  %x = tile.load %as : tensor<64x32x!tile.ptr<bf16>>
+  %bs = tile.splat %a : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %y = tile.load %bs : tensor<32x64x!tile.ptr<bf16>>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %d = tile.dot %x, %y, %zero : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+  %cs = tile.splat %c : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+  tile.store %cs, %d : tensor<64x64x!tile.ptr<f32>>
+  return
+}
+
+// -----
+
 // An attention-like chain: the first dot's accumulator feeds the second dot, so every warp
 // owns whole rows ([4, 1]); the row max stays in the slice of the mma layout; the running
 // accumulator and max are carried through the loop in the layouts the body yields them in

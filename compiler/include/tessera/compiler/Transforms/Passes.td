@@ -35,7 +35,8 @@ def TileAssignLayouts : Pass<"tile-assign-layouts", "mlir::ModuleOp"> {
     (vectors of 16 bytes of the narrowest accessed element along the last dimension);
     f16/bf16 dots get the mma layout (every warp on rows when one dot feeds another, as in
     attention, so that row statistics stay in a warp and the first dot's accumulator is the
-    second's operand); reductions give the slice of their source's layout; expand_dims of a
+    second's operand; 16 rows a warp in whole warpgroups where the kernel has
+    `tile.warpgroup_mma`, so that the dot can run on Hopper's wgmma); reductions give the slice of their source's layout; expand_dims of a
     slice gives its parent back; broadcasts keep an mma layout; elementwise ops take the
     operand layout costliest to leave (mma and its slices before blocked), then the first.
     Loop-carried tiles are carried in the layout their body yields when that one is costlier
