@@ -241,15 +241,29 @@ dsl::Config forMask(dsl::Config config, int64_t mask_bm, int64_t mask_bn, const 
   return config;
 }
 
-/// The defaults of block-sparse attention's three kernels: the dense passes' first configs.
+/// The config spaces of block-sparse attention's three kernels (forward, dK/dV, dQ) for masks
+/// of mask_bm x mask_bn: the dense passes' spaces fitted to the mask's blocks, the first of
+/// each the default.
+std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mask_bm, int64_t mask_bn) {
+  std::array<std::vector<dsl::Config>, 3> spaces;
+  auto add = [](std::vector<dsl::Config> &space, const dsl::Config &config) {
+    if (std::none_of(space.begin(), space.end(), [&](const dsl::Config &c) { return c.str() == config.str(); }))
+      space.push_back(config);
+  };
+  for (dsl::Config forward : attention_forward_configs(padded, false)) {
+    forward.set("SPLIT_MASKED", 0); // the kernel has its own split: full and partial blocks
+    add(spaces[0], forMask(forward, mask_bm, mask_bn, "BLOCK_M"));
+  }
+  for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::keys_values))
+    add(spaces[1], forMask(config, mask_bm, mask_bn, "BLOCK_N"));
+  for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::queries))
+    add(spaces[2], forMask(config, mask_bm, mask_bn, "BLOCK_M"));
+  return spaces;
+}
+
 std::array<dsl::Config, 3> sparseDefaults(int64_t padded, int64_t mask_bm, int64_t mask_bn) {
-  dsl::Config forward = attention_forward_configs(padded, false).front();
-  forward.set("SPLIT_MASKED", 0); // the kernel has its own split: full and partial blocks
-  return {forMask(forward, mask_bm, mask_bn, "BLOCK_M"),
-          forMask(attention_backward_configs(padded, false, BackwardPass::keys_values).front(), mask_bm, mask_bn,
-                  "BLOCK_N"),
-          forMask(attention_backward_configs(padded, false, BackwardPass::queries).front(), mask_bm, mask_bn,
-                  "BLOCK_M")};
+  auto spaces = sparseSpaces(padded, mask_bm, mask_bn);
+  return {spaces[0].front(), spaces[1].front(), spaces[2].front()};
 }
 
 std::vector<ShippedKernel> shipped_kernels() {
@@ -524,6 +538,17 @@ struct BlockSparseAttention::Compiled {
                 detail::block_sparse_backward_dq_kernel(dsl::DType::bf16, m)} {}
   bool scoreMod;
   dsl::Kernel forward[2], keysValues[2], queries[2]; // f16, bf16
+
+  /// The config of `pass` (0 forward, 1 dK/dV, 2 dQ) for these arguments: the given one
+  /// (checked against the mask), the default when interpreted, otherwise tuned per dtype, head
+  /// dim, mask block size and sequence lengths rounded to powers of two.
+  dsl::Config configFor(int pass, const std::optional<dsl::Config> &given, const char *space, bool bf16,
+                        int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
+                        const std::vector<dsl::LaunchArg> &args, size_t nqArgument);
+
+private:
+  std::mutex mutex;
+  std::map<std::tuple<int, bool, int64_t, int64_t, int64_t>, std::unique_ptr<jit::Autotuner>> tuners;
 };
 
 BlockSparseAttention::BlockSparseAttention(Modifiers modifiers) : compiled_(new Compiled(modifiers)) {}
@@ -559,6 +584,30 @@ dsl::Config sparseConfig(const std::optional<dsl::Config> &given, const dsl::Con
 
 } // namespace
 
+dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optional<dsl::Config> &given, const char *space, bool bf16,
+                      int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
+                      const std::vector<dsl::LaunchArg> &args, size_t nqArgument) {
+  if (given || interpreter::enabled())
+    return sparseConfig(given, sparseDefaults(padded, mask.block_m(), mask.block_n())[pass], mask, padded, space);
+  std::unique_ptr<jit::Autotuner> *slot;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    slot = &tuners[{pass, bf16, padded, mask.block_m(), mask.block_n()}];
+    if (!*slot) {
+      jit::Autotuner::Options options;
+      options.key_extra = [nqArgument, bm = mask.block_m(), bn = mask.block_n()](const std::vector<dsl::LaunchArg> &a) {
+        return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + ",nq" +
+               std::to_string(powerOfTwoAtLeast(a[nqArgument].integer())) + ",nkv" +
+               std::to_string(powerOfTwoAtLeast(a[nqArgument + 1].integer()));
+      };
+      const dsl::Kernel &kernel = pass == 0 ? forward[bf16] : pass == 1 ? keysValues[bf16] : queries[bf16];
+      *slot = std::make_unique<jit::Autotuner>(kernel, sparseSpaces(padded, mask.block_m(), mask.block_n())[pass],
+                                               options);
+    }
+  }
+  return (*slot)->config_for(grid, args);
+}
+
 void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                                    const TensorView &lse, const BlockMask &mask, const AttentionOptions &options,
                                    const SparseInputs &inputs, void *stream) const {
@@ -571,20 +620,26 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("scale must be finite");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const dsl::Config config = sparseConfig(options.config, sparseDefaults(padded, mask.block_m(), mask.block_n())[0],
-                                          mask, padded, "attention_forward_configs");
+  const char *space = "attention_forward_configs";
+  if (options.config) // checked before anything runs
+    sparseConfig(options.config, {}, mask, padded, space);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
     return;
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  const dsl::Grid grid{static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
-                       static_cast<uint32_t>(p.batch * p.heads_q), 1};
-  compiled_->forward[q.dtype == dsl::DType::bf16].launch_on(
-      stream, grid, config, q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux,
-      inputs.score_aux, p.n_q, p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(),
-      mask.kv_blocks(), q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
-      v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale));
+  const std::vector<dsl::LaunchArg> args{
+      q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux, inputs.score_aux, p.n_q,
+      p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
+      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
+      v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale)};
+  auto grid = [&](const dsl::Config &config) {
+    return dsl::Grid{static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
+                     static_cast<uint32_t>(p.batch * p.heads_q), 1};
+  };
+  const bool bf16 = q.dtype == dsl::DType::bf16;
+  const dsl::Config config = compiled_->configFor(0, options.config, space, bf16, padded, mask, grid, args, 8);
+  compiled_->forward[bf16].launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
 void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, const TensorView &v,
@@ -601,32 +656,46 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     fail("the backward of a score_mod is not supported yet (its derivative is needed)");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const std::array<dsl::Config, 3> defaults = sparseDefaults(padded, mask.block_m(), mask.block_n());
-  const dsl::Config keys = sparseConfig(options.keys_values_config, defaults[1], mask, padded,
-                                        "attention_backward_configs(keys_values)");
-  const dsl::Config queries =
-      sparseConfig(options.queries_config, defaults[2], mask, padded, "attention_backward_configs(queries)");
+  const char *keysSpace = "attention_backward_configs(keys_values)", *queriesSpace = "attention_backward_configs(queries)";
+  if (options.keys_values_config) // checked before anything runs
+    sparseConfig(options.keys_values_config, {}, mask, padded, keysSpace);
+  if (options.queries_config)
+    sparseConfig(options.queries_config, {}, mask, padded, queriesSpace);
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
   jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
-  const int bf16 = q.dtype == dsl::DType::bf16;
-  auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
+  const bool bf16 = q.dtype == dsl::DType::bf16;
+  const std::vector<dsl::LaunchArg> shape{p.n_q,        p.n_kv,        p.heads_q,     p.heads_q / p.heads_kv,
+                                          p.head_dim,   mask.heads(),  mask.q_blocks(), mask.kv_blocks(),
+                                          q.stride(0),  q.stride(1),   q.stride(2),   k.stride(0),
+                                          k.stride(1),  k.stride(2),   v.stride(0),   v.stride(1),
+                                          v.stride(2),  dout.stride(0), dout.stride(1), dout.stride(2)};
+  // One pass: its arguments (head, the shape, tail), the programs along `rows` in `block`s.
+  auto launch = [&](int pass, const std::optional<dsl::Config> &given, const char *space, const dsl::Kernel &kernel,
+                    std::vector<dsl::LaunchArg> args, std::initializer_list<dsl::LaunchArg> tail, int64_t rows,
+                    const char *block, int64_t programsPerRow) {
+    const size_t nqArgument = args.size();
+    args.insert(args.end(), shape.begin(), shape.end());
+    args.insert(args.end(), tail);
+    auto grid = [&](const dsl::Config &config) {
+      return dsl::Grid{static_cast<uint32_t>((rows + config[block] - 1) / config[block]),
+                       static_cast<uint32_t>(programsPerRow), 1};
+    };
+    const dsl::Config config = compiled_->configFor(pass, given, space, bf16, padded, mask, grid, args, nqArgument);
+    kernel.launch_args(stream, grid(config), config, args.data(), args.size());
+  };
   if (dk.numel() > 0)
-    compiled_->keysValues[bf16].launch_on(
-        stream, {blocks(p.n_kv, keys["BLOCK_N"]), static_cast<uint32_t>(p.batch * p.heads_kv), 1}, keys, q.data,
-        k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, mask.device_transposed_indices(),
-        inputs.mask_aux, p.n_q, p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(),
-        mask.kv_blocks(), q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0),
-        v.stride(1), v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dk.stride(0), dk.stride(1),
-        dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale);
+    launch(1, options.keys_values_config, keysSpace, compiled_->keysValues[bf16],
+           {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data,
+            mask.device_transposed_indices(), inputs.mask_aux},
+           {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}, p.n_kv,
+           "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
-    compiled_->queries[bf16].launch_on(
-        stream, {blocks(p.n_q, queries["BLOCK_M"]), static_cast<uint32_t>(p.batch * p.heads_q), 1}, queries, q.data,
-        k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(), inputs.mask_aux, p.n_q,
-        p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-        v.stride(2), dout.stride(0), dout.stride(1), dout.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), scale);
+    launch(2, options.queries_config, queriesSpace, compiled_->queries[bf16],
+           {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(),
+            inputs.mask_aux},
+           {dq.stride(0), dq.stride(1), dq.stride(2), scale}, p.n_q, "BLOCK_M", p.batch * p.heads_q);
 }
 
 } // namespace tessera::kernels

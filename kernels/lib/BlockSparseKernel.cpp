@@ -58,27 +58,26 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
     OnlineSoftmax softmax(bm, d);
+    // One loop over (listed block, step of BLOCK_N in it), so that K and V pipeline across blocks.
+    const int64_t steps = mask_bn / bn;
     auto visit = [&](Tile first, Tile count, bool partial) {
-      for_range(0, count, 1, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile i) {
-        Tile mask_block = load(record + first + i);
-        Tile begin = mask_block * mask_bn;
-        for_range(begin, begin + mask_bn, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
-          Tile cols = start + arange(0, bn);
-          Tile ok = partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok;
-          Tile k_tile = loadRows(k_base, cols, k_sn, dims, ok);
-          Tile scores = dot(q_tile, trans(k_tile));
-          if (mods.score_mod) // positions clamped into the sequences, as for mask_mod
-            scores = mods.score_mod(scores * scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
-                                    expand_dims(minimum(cols, n_kv - 1), 0), score_aux) *
-                     OnlineSoftmax::log2e;
-          else
-            scores = scores * (scale * OnlineSoftmax::log2e);
-          if (partial)
-            scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
-                                     mask_aux),
-                           scores, -INFINITY);
-          softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, ok); });
-        });
+      for_range(0, count * steps, 1, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile j) {
+        Tile start = load(record + first + j / steps) * mask_bn + j % steps * bn;
+        Tile cols = start + arange(0, bn);
+        Tile ok = partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok;
+        Tile k_tile = loadRows(k_base, cols, k_sn, dims, ok);
+        Tile scores = dot(q_tile, trans(k_tile));
+        if (mods.score_mod) // positions clamped into the sequences, as for mask_mod
+          scores = mods.score_mod(scores * scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
+                                  expand_dims(minimum(cols, n_kv - 1), 0), score_aux) *
+                   OnlineSoftmax::log2e;
+        else
+          scores = scores * (scale * OnlineSoftmax::log2e);
+        if (partial)
+          scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
+                                   mask_aux),
+                         scores, -INFINITY);
+        softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, ok); });
       });
     };
     visit(2, load(record), false);
@@ -117,21 +116,21 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
       Tile row_base = (batch * heads_q + head).to<i64>() * n_q;
       Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_kv_blocks + program_id(0) * bn / mask_bn;
       Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_q_blocks);
+      // One loop over (listed block, step of BLOCK_M in it): Q and dO pipeline across blocks.
+      const int64_t steps = mask_bm / bm;
       auto visit = [&](Tile first, Tile count, bool partial) {
-        for_range(0, count, 1, {dk_acc, dv_acc}, [&](Tile i) {
-          Tile begin = load(record + first + i) * mask_bm;
-          for_range(begin, begin + mask_bm, bm, {dk_acc, dv_acc}, [&](Tile start) {
-            Tile rows = start + arange(0, bm);
-            Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-            Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
-            Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
-            Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
-            Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
-            Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
-                                     mask_aux);
-            accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc,
-                                 dv_acc);
-          });
+        for_range(0, count * steps, 1, {dk_acc, dv_acc}, [&](Tile j) {
+          Tile start = load(record + first + j / steps) * mask_bm + j % steps * bm;
+          Tile rows = start + arange(0, bm);
+          Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+          Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
+          Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
+          Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
+          Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+          Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
+                                   mask_aux);
+          accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc,
+                               dv_acc);
         });
       };
       visit(2, load(record), false);
@@ -169,18 +168,18 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
     Tile dq_acc = zeros({bm, d}, DType::f32);
+    // One loop over (listed block, step of BLOCK_N in it): K and V pipeline across blocks.
+    const int64_t steps = mask_bn / bn;
     auto visit = [&](Tile first, Tile count, bool partial) {
-      for_range(0, count, 1, {dq_acc}, [&](Tile i) {
-        Tile begin = load(record + first + i) * mask_bn;
-        for_range(begin, begin + mask_bn, bn, {dq_acc}, [&](Tile start) {
-          Tile cols = start + arange(0, bn);
-          Tile col_ok = expand_dims(cols, 1) < n_kv && block.dim_ok;
-          Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
-          Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
-          Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
-                                   mask_aux);
-          accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
-        });
+      for_range(0, count * steps, 1, {dq_acc}, [&](Tile j) {
+        Tile start = load(record + first + j / steps) * mask_bn + j % steps * bn;
+        Tile cols = start + arange(0, bn);
+        Tile col_ok = expand_dims(cols, 1) < n_kv && block.dim_ok;
+        Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
+        Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
+        Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
+                                 mask_aux);
+        accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
       });
     };
     visit(2, load(record), false);

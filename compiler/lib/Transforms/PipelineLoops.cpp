@@ -17,30 +17,78 @@ using namespace tessera::tile;
 
 namespace {
 
+/// The kernel argument a pointer (or tile of pointers, or block pointer) derives from, or null
+/// where it cannot be told (a select between pointers, a pointer carried by a loop).
+Value pointerRoot(Value ptr) {
+  while (Operation *def = ptr.getDefiningOp()) {
+    Value next;
+    for (Value operand : def->getOperands())
+      if (isa<PointerType, BlockPointerType>(getElementTypeOrSelf(operand.getType()))) {
+        if (next)
+          return {};
+        next = operand;
+      }
+    if (!next)
+      return {};
+    ptr = next;
+  }
+  auto arg = cast<BlockArgument>(ptr);
+  return isa<func::FuncOp>(arg.getOwner()->getParentOp()) ? ptr : Value();
+}
+
+/// Whether nothing in the kernel writes the memory `load` reads (so that reading it early, for
+/// a later iteration, reads the same value).
+bool readsConstantMemory(LoadOp load) {
+  Value root = pointerRoot(load.getPtr());
+  if (!root)
+    return false;
+  auto func = load->getParentOfType<func::FuncOp>();
+  WalkResult written = func.walk([&](Operation *op) {
+    Value target;
+    if (auto store = dyn_cast<StoreOp>(op))
+      target = store.getPtr();
+    else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
+      target = atomic.getPtr();
+    else if (auto store = dyn_cast<BlockStoreOp>(op))
+      target = store.getPtr();
+    else
+      return WalkResult::advance();
+    Value written = pointerRoot(target);
+    return !written || written == root ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return !written.wasInterrupted();
+}
+
 /// Whether `value` is computed in `body` by pure ops from values defined outside the loop, the
 /// induction variable and carried values that are themselves index math from one iteration to
-/// the next (a pointer advanced by a step, not an accumulator).
-bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen) {
+/// the next (a pointer advanced by a step, not an accumulator). With `scalarLoads`, also by
+/// loads of single values from memory the kernel never writes (a block index read from a
+/// table, as block-sparse attention does).
+bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, bool scalarLoads) {
   if (!seen.insert(value).second)
     return true; // a carried value's own recurrence
   if (auto arg = dyn_cast<BlockArgument>(value))
     return arg.getOwner() != body || arg.getArgNumber() == 0 ||
-           isIndexMath(body->getTerminator()->getOperand(arg.getArgNumber() - 1), body, seen);
+           isIndexMath(body->getTerminator()->getOperand(arg.getArgNumber() - 1), body, seen, scalarLoads);
   Operation *def = value.getDefiningOp();
   if (def->getBlock() != body)
     return !body->getParentOp()->isAncestor(def);
-  if (!isPure(def) || def->getNumRegions() != 0)
+  auto load = dyn_cast<LoadOp>(def);
+  bool indexLoad = scalarLoads && load && !isa<RankedTensorType>(load.getType()) && readsConstantMemory(load);
+  if ((!isPure(def) && !indexLoad) || def->getNumRegions() != 0)
     return false;
-  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen); });
+  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen, scalarLoads); });
 }
 
-bool isIndexMath(Value value, Block *body) {
+bool isIndexMath(Value value, Block *body, bool scalarLoads = false) {
   DenseSet<Value> seen;
-  return isIndexMath(value, body, seen);
+  return isIndexMath(value, body, seen, scalarLoads);
 }
 
 /// `value` recomputed at the builder's position with the body's arguments replaced by `args`.
-Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef<Value> args) {
+/// Loads in it (of block indices) read only where `active`: an iteration past the end may
+/// point past the table.
+Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef<Value> args, Value active = {}) {
   if (Value mapped = map.lookupOrNull(value))
     return mapped;
   if (auto arg = dyn_cast<BlockArgument>(value))
@@ -49,9 +97,19 @@ Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef
   if (def->getBlock() != body)
     return value;
   for (Value operand : def->getOperands())
-    map.map(operand, recompute(b, operand, map, body, args));
-  b.clone(*def, map);
-  return map.lookup(value);
+    map.map(operand, recompute(b, operand, map, body, args, active));
+  auto load = dyn_cast<LoadOp>(def);
+  if (!load) {
+    b.clone(*def, map);
+    return map.lookup(value);
+  }
+  Location loc = load.getLoc();
+  Value mask = load.getMask() ? arith::AndIOp::create(b, loc, map.lookup(load.getMask()), active).getResult() : active;
+  Value other = load.getOther() ? map.lookup(load.getOther())
+                                : arith::ConstantOp::create(b, loc, b.getZeroAttr(load.getType())).getResult();
+  Value early = LoadOp::create(b, loc, map.lookup(load.getPtr()), mask, other);
+  map.map(value, early);
+  return early;
 }
 
 /// The body's arguments one iteration later, as far as addresses need them: the induction
@@ -73,11 +131,11 @@ void copyAsync(OpBuilder &b, LoadOp load, Block *body, ArrayRef<Value> args, Val
                Value buffer, Value slot) {
   Location loc = load.getLoc();
   IRMapping map;
-  Value ptr = recompute(b, load.getPtr(), map, body, args);
+  Value ptr = recompute(b, load.getPtr(), map, body, args, active);
   auto maskType = cast<RankedTensorType>(getBoolLike(ptr.getType()));
   Value mask = SplatOp::create(b, loc, maskType, active);
   if (load.getMask())
-    mask = arith::AndIOp::create(b, loc, recompute(b, load.getMask(), map, body, args), mask);
+    mask = arith::AndIOp::create(b, loc, recompute(b, load.getMask(), map, body, args, active), mask);
   AsyncCopyOp::create(b, loc, ptr, mask, buffer, slot);
 }
 
@@ -91,8 +149,8 @@ bool isTransposedDotOperand(OpOperand &use) {
 }
 
 /// Loads of the loop body worth staging: tiles of 16-bit elements used only as dot operands
-/// (directly or transposed), addressed by index math, with other = 0 (cp.async zero-fills
-/// masked lanes).
+/// (directly or transposed), addressed by index math (block indices read from constant memory
+/// included), with other = 0 (cp.async zero-fills masked lanes).
 SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
   Block *body = loop.getBody();
   SmallVector<LoadOp> loads;
@@ -106,8 +164,8 @@ SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
     });
     bool zeroOther = !load.getOther() || matchPattern(load.getOther(), m_AnyZeroFloat()) ||
                      matchPattern(load.getOther(), m_Zero());
-    if (feedsDot && zeroOther && isIndexMath(load.getPtr(), body) &&
-        (!load.getMask() || isIndexMath(load.getMask(), body)))
+    if (feedsDot && zeroOther && isIndexMath(load.getPtr(), body, /*scalarLoads=*/true) &&
+        (!load.getMask() || isIndexMath(load.getMask(), body, /*scalarLoads=*/true)))
       loads.push_back(load);
   }
   return loads;

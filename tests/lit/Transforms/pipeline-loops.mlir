@@ -157,3 +157,56 @@ func.func @nested_loops(%a: !tile.ptr<f16>, %b: tensor<32x64xf16>, %heads: i32, 
   }
   return %out : tensor<64x64xf32>
 }
+
+// -----
+
+// A tile addressed through a block index read from a table the kernel never writes (as in
+// block-sparse attention) is staged too: the index of an iteration ahead is read early, only
+// where that iteration exists (masked, 0 otherwise).
+// CHECK-LABEL: func.func @indexed_blocks
+// CHECK: tile.shared_alloc : !tile.shared<2 x tensor<32x64xbf16>>
+// CHECK: %[[FIRST:.*]] = tile.load %{{.*}}, %{{.*}}, %{{.*}} : !tile.ptr<i32>
+// CHECK: tile.async_copy
+// CHECK: scf.for
+// CHECK: tile.load %{{.*}}, %{{.*}}, %{{.*}} : !tile.ptr<i32>
+// CHECK: tile.async_copy
+// CHECK: tile.dot
+func.func @indexed_blocks(%table: !tile.ptr<i32>, %b: !tile.ptr<bf16>, %n: i32, %x: tensor<64x32xbf16>) -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %bs = tile.splat %b : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %at = tile.addptr %table, %i : !tile.ptr<i32>, i32
+    %block = tile.load %at : !tile.ptr<i32>
+    %offset = tile.splat %block : i32 -> tensor<32x64xi32>
+    %p = tile.addptr %bs, %offset : tensor<32x64x!tile.ptr<bf16>>, tensor<32x64xi32>
+    %y = tile.load %p : tensor<32x64x!tile.ptr<bf16>>
+    %d = tile.dot %x, %y, %acc : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}
+
+// -----
+
+// Where the kernel also writes the table, its values may change: the tile stays a load.
+// CHECK-LABEL: func.func @indexed_blocks_of_a_written_table
+// CHECK-NOT: tile.async_copy
+func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.ptr<bf16>, %n: i32, %x: tensor<64x32xbf16>) -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %bs = tile.splat %b : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %at = tile.addptr %table, %i : !tile.ptr<i32>, i32
+    %block = tile.load %at : !tile.ptr<i32>
+    %offset = tile.splat %block : i32 -> tensor<32x64xi32>
+    %p = tile.addptr %bs, %offset : tensor<32x64x!tile.ptr<bf16>>, tensor<32x64xi32>
+    %y = tile.load %p : tensor<32x64x!tile.ptr<bf16>>
+    %d = tile.dot %x, %y, %acc : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+    tile.store %at, %c0 : !tile.ptr<i32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}

@@ -7,7 +7,9 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
   let summary = "Multi-stage software pipelining of tensor-core operand loads through shared memory";
   let description = [{
     In a loop whose body loads tiles that only feed `tile.dot` (16-bit elements, pointers from
-    index math), directly or through a 2-D `tile.trans` (read back `{transposed}`), each such
+    index math, which may read single values from memory the kernel never writes, such as
+    block indices: those of iterations ahead are read early, masked to iterations that exist),
+    directly or through a 2-D `tile.trans` (read back `{transposed}`), each such
     load becomes a ring of `tile.num_stages` shared-memory stages filled by `tile.async_copy`
     (cp.async): the first stages - 1 iterations are copied before the loop, and each iteration
     waits for its own stage, reads it and starts the copy for the iteration stages - 1 ahead
