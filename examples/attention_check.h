@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace tessera::examples {
@@ -91,7 +92,8 @@ inline AttentionReference attention_reference(const uint16_t *q, const uint16_t 
 /// One head's gradients of softmax(q k^T * scale) v for the output gradient `dout`, all
 /// [n | n_kv, d] 16-bit inputs: `exact` in fp64, `naive` as a same-dtype implementation gets
 /// them (P, O, dP, dS and the gradients rounded to the input type); `visible` (optional)
-/// masks more pairs (row i, key j).
+/// masks more pairs (row i, key j); `modify` (optional) gives the modified score of (i, j) from
+/// q.k * scale and its derivative there.
 struct AttentionGradients {
   std::vector<double> dq, dk, dv;
 };
@@ -99,10 +101,10 @@ struct AttentionBackwardReference {
   AttentionGradients exact, naive;
 };
 
-inline AttentionBackwardReference attention_backward_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                                                               const uint16_t *dout, int n_q, int n_kv, int d,
-                                                               double scale, bool causal = false, bool bf16 = false,
-                                                               const std::function<bool(int, int)> &visible = {}) {
+inline AttentionBackwardReference attention_backward_reference(
+    const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout, int n_q, int n_kv, int d,
+    double scale, bool causal = false, bool bf16 = false, const std::function<bool(int, int)> &visible = {},
+    const std::function<std::pair<double, double>(int, int, double)> &modify = {}) {
   auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
   auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
   auto at = [&](const uint16_t *m, int row, int c) { return widen(m[size_t(row) * d + c]); };
@@ -112,7 +114,7 @@ inline AttentionBackwardReference attention_backward_reference(const uint16_t *q
     g->dk.assign(size_t(n_kv) * d, 0.0);
     g->dv.assign(size_t(n_kv) * d, 0.0);
   }
-  std::vector<double> p(n_kv), dp(n_kv);
+  std::vector<double> p(n_kv), slope(n_kv, 1.0);
   for (int i = 0; i < n_q; ++i) {
     // The row's probabilities, exact.
     double peak = -INFINITY;
@@ -120,7 +122,11 @@ inline AttentionBackwardReference attention_backward_reference(const uint16_t *q
       double s = 0;
       for (int c = 0; c < d; ++c)
         s += at(q, i, c) * at(k, j, c);
-      p[j] = (!causal || j <= i + n_kv - n_q) && (!visible || visible(i, j)) ? s * scale : -INFINITY;
+      if (modify)
+        std::tie(s, slope[j]) = modify(i, j, s * scale);
+      else
+        s *= scale;
+      p[j] = (!causal || j <= i + n_kv - n_q) && (!visible || visible(i, j)) ? s : -INFINITY;
       peak = std::max(peak, p[j]);
     }
     double total = 0;
@@ -143,7 +149,7 @@ inline AttentionBackwardReference attention_backward_reference(const uint16_t *q
         double dpj = 0;
         for (int c = 0; c < d; ++c)
           dpj += at(dout, i, c) * at(v, j, c);
-        double ds = r(r(p[j]) * (r(dpj) - delta));
+        double ds = r(r(p[j]) * (r(dpj) - delta) * slope[j]);
         for (int c = 0; c < d; ++c) {
           g.dv[size_t(j) * d + c] += r(p[j]) * at(dout, i, c);
           g.dq[size_t(i) * d + c] += ds * at(k, j, c) * scale;

@@ -279,8 +279,11 @@ std::vector<ShippedKernel> shipped_kernels() {
                         const dsl::Tile &kv, const dsl::Tile &bias) {
     return 30.0 * dsl::tanh(s / 30.0) + dsl::load(bias + (kv - q + 4095));
   };
-  Modifiers maskOnly;
-  maskOnly.mask_mod = sample.mask_mod;
+  sample.score_mod_grad = [](const dsl::Tile &s, const dsl::Tile &, const dsl::Tile &, const dsl::Tile &,
+                             const dsl::Tile &, const dsl::Tile &) {
+    dsl::Tile t = dsl::tanh(s / 30.0);
+    return 1.0 - t * t;
+  };
   kernels.push_back({detail::block_mask_states_kernel(sample.mask_mod),
                      {{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"num_warps", 4}}, "documents"});
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
@@ -290,9 +293,9 @@ std::vector<ShippedKernel> shipped_kernels() {
         std::array<dsl::Config, 3> configs = sparseDefaults(padded, 128, 128);
         kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}), configs[0],
                            variant});
-        kernels.push_back({detail::block_sparse_backward_dkdv_kernel(dtype, modified ? maskOnly : Modifiers{}),
+        kernels.push_back({detail::block_sparse_backward_dkdv_kernel(dtype, modified ? sample : Modifiers{}),
                            configs[1], variant});
-        kernels.push_back({detail::block_sparse_backward_dq_kernel(dtype, modified ? maskOnly : Modifiers{}),
+        kernels.push_back({detail::block_sparse_backward_dq_kernel(dtype, modified ? sample : Modifiers{}),
                            configs[2], variant});
       }
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
@@ -529,14 +532,14 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
 
 struct BlockSparseAttention::Compiled {
   explicit Compiled(const Modifiers &m)
-      : scoreMod(bool(m.score_mod)),
+      : scoreMod(bool(m.score_mod)), scoreModGrad(bool(m.score_mod_grad)),
         forward{detail::block_sparse_forward_kernel(dsl::DType::f16, m),
                 detail::block_sparse_forward_kernel(dsl::DType::bf16, m)},
         keysValues{detail::block_sparse_backward_dkdv_kernel(dsl::DType::f16, m),
                    detail::block_sparse_backward_dkdv_kernel(dsl::DType::bf16, m)},
         queries{detail::block_sparse_backward_dq_kernel(dsl::DType::f16, m),
                 detail::block_sparse_backward_dq_kernel(dsl::DType::bf16, m)} {}
-  bool scoreMod;
+  bool scoreMod, scoreModGrad;
   dsl::Kernel forward[2], keysValues[2], queries[2]; // f16, bf16
 
   /// The config of `pass` (0 forward, 1 dK/dV, 2 dQ) for these arguments: the given one
@@ -652,8 +655,8 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
   const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, options, onTheirGpu);
   if (options.causal)
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
-  if (compiled_->scoreMod)
-    fail("the backward of a score_mod is not supported yet (its derivative is needed)");
+  if (compiled_->scoreMod && !compiled_->scoreModGrad)
+    fail("the backward of a score_mod needs its derivative: set Modifiers::score_mod_grad");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
   const char *keysSpace = "attention_backward_configs(keys_values)", *queriesSpace = "attention_backward_configs(queries)";
@@ -688,13 +691,13 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
   if (dk.numel() > 0)
     launch(1, options.keys_values_config, keysSpace, compiled_->keysValues[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data,
-            mask.device_transposed_indices(), inputs.mask_aux},
+            mask.device_transposed_indices(), inputs.mask_aux, inputs.score_aux},
            {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}, p.n_kv,
            "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
     launch(2, options.queries_config, queriesSpace, compiled_->queries[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(),
-            inputs.mask_aux},
+            inputs.mask_aux, inputs.score_aux},
            {dq.stride(0), dq.stride(1), dq.stride(2), scale}, p.n_q, "BLOCK_M", p.batch * p.heads_q);
 }
 

@@ -48,7 +48,7 @@ template <typename T> Kernel keysAndValues() {
     Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
     Tile k_tile = load(k + batch * k_sb + kv_head * k_sh + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), key_ok, 0);
     Tile v_tile = load(v + batch * v_sb + kv_head * v_sh + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), key_ok, 0);
-    Tile qk_scale = scale * kLog2e;
+    const ScoreTransform scores = scaledScores(scale * kLog2e);
     // Causal, bottom-right aligned: query i sees key j when j <= i + diagonal, so the first
     // query block that sees this key block starts at (first key - diagonal) rounded down.
     Tile diagonal = n_kv - n_q;
@@ -74,7 +74,7 @@ template <typename T> Kernel keysAndValues() {
           visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
         // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
         // lse = -inf and P = 0.
-        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc, dv_acc);
+        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
       });
     });
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
@@ -106,7 +106,7 @@ template <typename T> Kernel queries() {
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * kLog2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
     Tile k_base = k + batch * k_sb + kv_head * k_sh, v_base = v + batch * v_sb + kv_head * v_sh;
-    Tile qk_scale = scale * kLog2e;
+    const ScoreTransform scores = scaledScores(scale * kLog2e);
     Tile diagonal = n_kv - n_q;
     Tile kv_end = n_kv;
     if (causal)
@@ -121,7 +121,7 @@ template <typename T> Kernel queries() {
       Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
-      accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
+      accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
     });
     store(dq + batch * dq_sb + head * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
           (dq_acc * scale).to(T::dtype), row_ok);

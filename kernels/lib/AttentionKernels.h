@@ -6,6 +6,8 @@
 
 #include <tessera/dsl.h>
 
+#include <functional>
+
 namespace tessera::kernels::detail {
 
 /// Flash attention forward over strided [batch, n, heads, head_dim] Q, K, V, O and a
@@ -34,35 +36,53 @@ dsl::Kernel attention_backward_dq_kernel(dsl::DType dtype);
 /// Block-sparse backward, deterministic: dK/dV per key block over the query blocks the
 /// transposed mask lists (the GQA group in order), dQ per query block over its listed key
 /// blocks; arguments as the dense backward's plus the mask's indices, mask_aux and the mask's
-/// heads and block counts; mask_mod in partial blocks (no score_mod).
+/// heads and block counts; mask_mod in partial blocks, score_mod with its score_mod_grad.
 dsl::Kernel block_sparse_backward_dkdv_kernel(dsl::DType dtype, const Modifiers &modifiers);
 dsl::Kernel block_sparse_backward_dq_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
-/// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels. With
-/// qk_scale = scale * log2(e) and the saved LSE in log2 units; `visible` [keys, queries]
-/// (transposed) or [queries, keys] drops out-of-bounds and masked pairs.
-/// One query block's share of a key block's dV and dK (without the final scale).
+/// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
+/// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
+/// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *
+/// log2(e), no slope.
+struct ScoreTransform {
+  std::function<dsl::Tile(const dsl::Tile &)> logits;
+  std::function<dsl::Tile(const dsl::Tile &)> slope;
+};
+
+/// The dense ScoreTransform.
+inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
+  return {[qk_scale](const dsl::Tile &s) { return s * qk_scale; }, {}};
+}
+
+/// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
+/// saved LSE in log2 units; `visible` [keys, queries] (transposed) or [queries, keys] drops
+/// out-of-bounds and masked pairs. One query block's share of a key block's dV and dK (without
+/// the final scale).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
                                  const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
-                                 const dsl::Tile &qk_scale, dsl::Tile &dk_acc, dsl::Tile &dv_acc) {
+                                 const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc) {
   using namespace tessera::dsl;
-  Tile s_t = dot(k, trans(q)) * qk_scale;
-  Tile p_t = where(visible, exp2(s_t - expand_dims(row_lse, 0)), 0.0);
+  Tile s_t = dot(k, trans(q));
+  Tile p_t = where(visible, exp2(score.logits(s_t) - expand_dims(row_lse, 0)), 0.0);
   dv_acc = dot(p_t.to(q.dtype()), dout, dv_acc);
   Tile dp_t = dot(v, trans(dout));
   Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
+  if (score.slope)
+    ds_t = ds_t * score.slope(s_t);
   dk_acc = dot(ds_t.to(q.dtype()), q, dk_acc);
 }
 
 /// One key block's share of a query block's dQ (without the final scale).
 inline void accumulateQueries(const dsl::Tile &q, const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &dout,
                               const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
-                              const dsl::Tile &qk_scale, dsl::Tile &dq_acc) {
+                              const ScoreTransform &score, dsl::Tile &dq_acc) {
   using namespace tessera::dsl;
-  Tile s = dot(q, trans(k)) * qk_scale;
-  Tile p = where(visible, exp2(s - expand_dims(row_lse, 1)), 0.0);
+  Tile s = dot(q, trans(k));
+  Tile p = where(visible, exp2(score.logits(s) - expand_dims(row_lse, 1)), 0.0);
   Tile dp = dot(dout, trans(v));
   Tile ds = p * (dp - expand_dims(row_delta, 1));
+  if (score.slope)
+    ds = ds * score.slope(s);
   dq_acc = dot(ds.to(q.dtype()), k, dq_acc);
 }
 

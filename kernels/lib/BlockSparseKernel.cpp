@@ -33,6 +33,17 @@ Tile visibleIn(const Modifiers &mods, bool partial, const Tile &batch, const Til
   return ok;
 }
 
+/// The scores' way to the softmax: q.k * scale through score_mod (its derivative for the
+/// backward) at positions q_idx, kv_idx (broadcasting against each other, clamped into the
+/// sequences, as for mask_mod), in log2 units.
+ScoreTransform modifiedScores(const Modifiers &mods, const Tile &scale, const Tile &batch, const Tile &head,
+                              const Tile &q_idx, const Tile &kv_idx, const Tile &aux) {
+  if (!mods.score_mod)
+    return scaledScores(scale * OnlineSoftmax::log2e);
+  return {[=](const Tile &s) { return mods.score_mod(s * scale, batch, head, q_idx, kv_idx, aux) * OnlineSoftmax::log2e; },
+          [=](const Tile &s) { return mods.score_mod_grad(s * scale, batch, head, q_idx, kv_idx, aux); }};
+}
+
 /// One program per (BLOCK_M query rows, batch * head): the full key blocks its mask row lists
 /// (no elementwise mask), then the partial ones (bounds and mask_mod), each mask block of
 /// MASK_BLOCK_N keys in steps of BLOCK_N; score_mod on every score.
@@ -66,13 +77,9 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         Tile cols = start + arange(0, bn);
         Tile ok = partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok;
         Tile k_tile = loadRows(k_base, cols, k_sn, dims, ok);
-        Tile scores = dot(q_tile, trans(k_tile));
-        if (mods.score_mod) // positions clamped into the sequences, as for mask_mod
-          scores = mods.score_mod(scores * scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
-                                  expand_dims(minimum(cols, n_kv - 1), 0), score_aux) *
-                   OnlineSoftmax::log2e;
-        else
-          scores = scores * (scale * OnlineSoftmax::log2e);
+        Tile scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
+                                     expand_dims(minimum(cols, n_kv - 1), 0), score_aux)
+                          .logits(dot(q_tile, trans(k_tile)));
         if (partial)
           scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                    mask_aux),
@@ -93,7 +100,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
 template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
   return kernel("block_sparse_attention_bwd_dkdv", [mods](
       Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dk, Ptr<T> dv, Ptr<i32> blocks,
-      Ptr<i32> mask_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
+      Ptr<i32> mask_aux, Ptr<f32> score_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
       Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
       Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
       Long dv_sh, Float scale, const Config &cfg) {
@@ -107,7 +114,6 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
     Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
     Tile k_tile = loadRows(k + batch.to<i64>() * k_sb + kv_head.to<i64>() * k_sh, cols, k_sn, dims, key_ok);
     Tile v_tile = loadRows(v + batch.to<i64>() * v_sb + kv_head.to<i64>() * v_sh, cols, v_sn, dims, key_ok);
-    Tile qk_scale = scale * OnlineSoftmax::log2e;
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
     for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
       Tile head = kv_head * group + member;
@@ -129,8 +135,10 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
           Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
           Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
                                    mask_aux);
-          accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, qk_scale, dk_acc,
-                               dv_acc);
+          const ScoreTransform scores = modifiedScores(mods, scale, batch, head,
+                                                       expand_dims(minimum(rows, n_q - 1), 0),
+                                                       expand_dims(minimum(cols, n_kv - 1), 1), score_aux);
+          accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
         });
       };
       visit(2, load(record), false);
@@ -149,7 +157,7 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
 template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
   return kernel("block_sparse_attention_bwd_dq", [mods](
       Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dq, Ptr<i32> blocks,
-      Ptr<i32> mask_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
+      Ptr<i32> mask_aux, Ptr<f32> score_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
       Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
       Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb, Long dq_sn, Long dq_sh, Float scale,
       const Config &cfg) {
@@ -164,7 +172,6 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
     Tile k_base = k + batch.to<i64>() * k_sb + kv_head * k_sh, v_base = v + batch.to<i64>() * v_sb + kv_head * v_sh;
-    Tile qk_scale = scale * OnlineSoftmax::log2e;
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
     Tile dq_acc = zeros({bm, d}, DType::f32);
@@ -179,7 +186,9 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
         Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
         Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                  mask_aux);
-        accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, qk_scale, dq_acc);
+        const ScoreTransform scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
+                                                     expand_dims(minimum(cols, n_kv - 1), 0), score_aux);
+        accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
       });
     };
     visit(2, load(record), false);

@@ -240,8 +240,8 @@ TEST_F(InterpreterAgreement, BlockSparseAttentionWithModifiers) {
   EXPECT_LE(worst_lse, 1e-4);
 }
 
-// The block-sparse backward (a mask read from a tensor): gradients from the GPU and from the
-// interpreter on the same inputs.
+// The block-sparse backward (a mask read from a tensor, a softcap with its derivative):
+// gradients from the GPU and from the interpreter on the same inputs.
 TEST_F(InterpreterAgreement, BlockSparseBackward) {
   const int n = 300, heads = 2, d = 64;
   std::vector<int32_t> documents(n);
@@ -250,6 +250,11 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
   kernels::Modifiers mods;
   mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
     return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
+  };
+  mods.score_mod = [](const Tile &s, auto &...) { return 4.0 * tanh(s / 4.0); };
+  mods.score_mod_grad = [](const Tile &s, auto &...) {
+    Tile t = tanh(s / 4.0);
+    return 1.0 - t * t;
   };
   kernels::BlockSparseAttention attention(mods);
   const size_t count = size_t(n) * heads * d;

@@ -118,8 +118,11 @@ struct Documents {
 
 /// The backward of `attention` (mask only) on random f16 inputs against the fp64 gradients
 /// with the same mask: within 3x the naive same-dtype error plus a floor, bitwise repeatable.
+/// `score` (optional): the score_mod and its derivative, as the host computes them.
+using HostScoreGrad = std::function<std::pair<double, double>(int b, int h, int q, int kv, double score)>;
+
 void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention,
-                   const HostMask &partial, const SparseInputs &inputs = {}) {
+                   const HostMask &partial, const SparseInputs &inputs = {}, const HostScoreGrad &score = {}) {
   std::mt19937 rng(p.n_q * 5 + p.n_kv);
   auto tensor = [&](int n, int heads) { return randomHalves(rng, size_t(p.batch) * n * heads * p.d); };
   auto poisoned = [&](int n, int heads) { return std::vector<uint16_t>(size_t(p.batch) * n * heads * p.d, 0xffff); };
@@ -161,7 +164,9 @@ void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAtt
             examples::head_rows(k.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
             examples::head_rows(v.data, b, hk, p.n_kv, p.heads_kv, p.d).data(),
             examples::head_rows(dout.data, b, h, p.n_q, p.heads_q, p.d).data(), p.n_q, p.n_kv, p.d, scale, false,
-            false, seen);
+            false, seen,
+            score ? [&](int i, int j, double s) { return score(b, h, i, j, s); }
+                  : std::function<std::pair<double, double>(int, int, double)>());
         for (int i = 0; i < p.n_q; ++i)
           for (int e = 0; e < p.d; ++e) {
             double got = from_half(grads[0][((size_t(b) * p.n_q + i) * p.heads_q + h) * p.d + e]);
@@ -290,7 +295,52 @@ TEST_F(BlockSparse, BackwardCausalGqaDocumentsAndRandomBlocks) {
                 [](int, int h, int q, int kv) { return (q + kv + h) % 3 != 0; });
 }
 
-TEST_F(BlockSparse, BackwardRejectsScoreModsAndCausal) {
+TEST_F(BlockSparse, BackwardThroughScoreModsSoftcapAlibiAndBiasTable) {
+  Problem p{1, 64, 96, 2, 2, 32};
+  auto always = [](int, int, int, int) { return true; };
+  Modifiers softcap = maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q + 32; });
+  softcap.score_mod = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) { return 2.0 * dsl::tanh(s / 2.0); };
+  softcap.score_mod_grad = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) {
+    Tile t = dsl::tanh(s / 2.0);
+    return 1.0 - t * t;
+  };
+  checkBackward(p, BlockMask::causal(1, 64, 96, 32, 32), BlockSparseAttention(softcap),
+                [](int, int, int q, int kv) { return kv <= q + 32; }, {},
+                [](int, int, int, int, double s) {
+                  return std::pair{2.0 * std::tanh(s / 2.0), 1.0 - std::pow(std::tanh(s / 2.0), 2)};
+                });
+
+  // An added bias (ALiBi, or read from a tensor) has derivative 1.
+  Modifiers alibi;
+  alibi.score_mod = [](const Tile &s, auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) {
+    return s - (h + 1).to<dsl::f32>() * 0.25 * dsl::abs((q - kv).to<dsl::f32>());
+  };
+  alibi.score_mod_grad = [](auto &...) { return Tile(1.0); };
+  BlockMask dense = BlockMask::from_predicate(1, 1, 64, 96, [](auto...) { return true; }, 32, 32);
+  checkBackward(p, dense, BlockSparseAttention(alibi), always, {}, [](int, int h, int q, int kv, double s) {
+    return std::pair{s - (h + 1) * 0.25 * std::abs(q - kv), 1.0};
+  });
+
+  std::vector<float> table(64 + 96);
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = 0.02f * float(i % 11) - 0.1f;
+  Registered<float> bias(table);
+  Modifiers relative;
+  relative.score_mod = [](const Tile &s, auto &, auto &, const Tile &q, const Tile &kv, const Tile &table) {
+    return 3.0 * dsl::tanh(s / 3.0) + dsl::load(table + (kv - q + 63));
+  };
+  relative.score_mod_grad = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) {
+    Tile t = dsl::tanh(s / 3.0);
+    return 1.0 - t * t;
+  };
+  SparseInputs inputs;
+  inputs.score_aux = bias.ptr();
+  checkBackward(p, dense, BlockSparseAttention(relative), always, inputs, [&](int, int, int q, int kv, double s) {
+    return std::pair{3.0 * std::tanh(s / 3.0) + table[kv - q + 63], 1.0 - std::pow(std::tanh(s / 3.0), 2)};
+  });
+}
+
+TEST_F(BlockSparse, BackwardRejectsScoreModsWithoutDerivativeAndCausal) {
   Registered<uint16_t> x(std::vector<uint16_t>(64 * 2 * 32)), o(std::vector<uint16_t>(64 * 2 * 32)),
       g1(std::vector<uint16_t>(64 * 2 * 32)), g2(std::vector<uint16_t>(64 * 2 * 32)),
       g3(std::vector<uint16_t>(64 * 2 * 32));
@@ -310,7 +360,9 @@ TEST_F(BlockSparse, BackwardRejectsScoreModsAndCausal) {
   };
   Modifiers softcap;
   softcap.score_mod = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) { return dsl::tanh(s); };
-  expectError(BlockSparseAttention(softcap), {}, "block_sparse_attention_backward: the backward of a score_mod");
+  expectError(BlockSparseAttention(softcap), {},
+              "block_sparse_attention_backward: the backward of a score_mod needs its derivative: set "
+              "Modifiers::score_mod_grad");
   AttentionOptions causal;
   causal.causal = true;
   expectError(BlockSparseAttention(), causal, "options.causal must be false");

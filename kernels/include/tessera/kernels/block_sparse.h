@@ -30,6 +30,10 @@ namespace tessera::kernels {
 using MaskMod = std::function<dsl::Tile(const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &q,
                                         const dsl::Tile &kv, const dsl::Tile &aux)>;
 
+/// A score modifier: the new score (or a derivative) from the score and the positions.
+using ScoreMod = std::function<dsl::Tile(const dsl::Tile &score, const dsl::Tile &batch, const dsl::Tile &head,
+                                         const dsl::Tile &q, const dsl::Tile &kv, const dsl::Tile &aux)>;
+
 /// Which key blocks each (batch, head, query block) visits. Built on the host; its index
 /// arrays are copied to the GPU on first use there (or registered with the interpreter).
 class BlockMask {
@@ -101,9 +105,11 @@ struct Modifiers {
   /// Whether q sees kv (a bool tile), applied in partial blocks only.
   MaskMod mask_mod;
   /// The score (q.k * scale, f32) after modification, e.g. softcap or ALiBi; applied everywhere.
-  std::function<dsl::Tile(const dsl::Tile &score, const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &q,
-                          const dsl::Tile &kv, const dsl::Tile &aux)>
-      score_mod;
+  ScoreMod score_mod;
+  /// For the backward of a score_mod: its derivative with respect to the score, at the same
+  /// arguments (1 - tanh(s / c)^2 for a softcap c * tanh(s / c); 1 for an added bias). Gradients
+  /// flow to q, k and v only, not to tensors the score_mod reads.
+  ScoreMod score_mod_grad;
 };
 
 /// Tensors the modifiers read (device memory, or host memory under the interpreter).
@@ -127,8 +133,8 @@ public:
                const SparseInputs &inputs = {}, void *stream = nullptr) const;
 
   /// Gradients of forward, as attention_backward (deterministic, GQA groups summed in order),
-  /// visiting the same blocks: dK/dV through the mask's transposed index. Not for modifiers
-  /// with a score_mod (its derivative is not supported yet).
+  /// visiting the same blocks: dK/dV through the mask's transposed index. A score_mod needs
+  /// its score_mod_grad.
   void backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                 const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
                 const TensorView &dv, const BlockMask &mask, const AttentionOptions &options = {},
