@@ -116,6 +116,21 @@ struct Documents {
   }
 };
 
+/// A relative-position bias for 64 queries and 96 keys, read by score_mod from a tensor:
+/// bias(q, kv) = values[kv - q + 63].
+struct BiasTable {
+  std::vector<float> values = [] {
+    std::vector<float> v(64 + 96);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = 0.01f * float(i % 17) - 0.05f;
+    return v;
+  }();
+  Registered<float> aux{values};
+  double at(int q, int kv) const { return values[kv - q + 63]; }
+  SparseInputs inputs() { return {nullptr, aux.ptr()}; }
+  static Tile read(const Tile &table, const Tile &q, const Tile &kv) { return dsl::load(table + (kv - q + 63)); }
+};
+
 /// The backward of `attention` (mask only) on random f16 inputs against the fp64 gradients
 /// with the same mask: within 3x the naive same-dtype error plus a floor, bitwise repeatable.
 /// `score` (optional): the score_mod and its derivative, as the host computes them.
@@ -257,18 +272,13 @@ TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {
   check(p, dense, BlockSparseAttention(alibi), always,
         [](int, int h, int q, int kv, double s) { return s - (h + 1) * 0.25 * std::abs(q - kv); });
 
-  std::vector<float> table(64 + 96);
-  for (size_t i = 0; i < table.size(); ++i)
-    table[i] = 0.01f * float(i % 17) - 0.05f;
-  Registered<float> bias(table);
+  BiasTable bias;
   Modifiers relative;
   relative.score_mod = [](const Tile &s, auto &, auto &, const Tile &q, const Tile &kv, const Tile &table) {
-    return s + dsl::load(table + (kv - q + 63));
+    return s + BiasTable::read(table, q, kv);
   };
-  SparseInputs inputs;
-  inputs.score_aux = bias.ptr();
   check(p, dense, BlockSparseAttention(relative), always,
-        [&](int, int, int q, int kv, double s) { return s + table[kv - q + 63]; }, inputs);
+        [&](int, int, int q, int kv, double s) { return s + bias.at(q, kv); }, bias.inputs());
 }
 
 TEST_F(BlockSparse, BackwardCausalGqaDocumentsAndRandomBlocks) {
@@ -321,22 +331,17 @@ TEST_F(BlockSparse, BackwardThroughScoreModsSoftcapAlibiAndBiasTable) {
     return std::pair{s - (h + 1) * 0.25 * std::abs(q - kv), 1.0};
   });
 
-  std::vector<float> table(64 + 96);
-  for (size_t i = 0; i < table.size(); ++i)
-    table[i] = 0.02f * float(i % 11) - 0.1f;
-  Registered<float> bias(table);
+  BiasTable bias;
   Modifiers relative;
   relative.score_mod = [](const Tile &s, auto &, auto &, const Tile &q, const Tile &kv, const Tile &table) {
-    return 3.0 * dsl::tanh(s / 3.0) + dsl::load(table + (kv - q + 63));
+    return 3.0 * dsl::tanh(s / 3.0) + BiasTable::read(table, q, kv);
   };
   relative.score_mod_grad = [](const Tile &s, auto &, auto &, auto &, auto &, auto &) {
     Tile t = dsl::tanh(s / 3.0);
     return 1.0 - t * t;
   };
-  SparseInputs inputs;
-  inputs.score_aux = bias.ptr();
-  checkBackward(p, dense, BlockSparseAttention(relative), always, inputs, [&](int, int, int q, int kv, double s) {
-    return std::pair{3.0 * std::tanh(s / 3.0) + table[kv - q + 63], 1.0 - std::pow(std::tanh(s / 3.0), 2)};
+  checkBackward(p, dense, BlockSparseAttention(relative), always, bias.inputs(), [&](int, int, int q, int kv, double s) {
+    return std::pair{3.0 * std::tanh(s / 3.0) + bias.at(q, kv), 1.0 - std::pow(std::tanh(s / 3.0), 2)};
   });
 }
 
