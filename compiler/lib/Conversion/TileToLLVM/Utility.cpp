@@ -1,5 +1,7 @@
 #include "Utility.h"
 
+#include "tessera/compiler/Layout/SwizzledTile.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -160,35 +162,30 @@ Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout
   return offset;
 }
 
-/// Element index of `coord` in a tile of `shape` stored row-major, 16-byte chunks swizzled.
-/// Rows wider than 128 bytes are split into 128-byte columns ("atoms") stored one after the
-/// other: chunk c of row r then sits at chunk c ^ (r % 8) of its atom's row, which is the
-/// Hopper tensor cores' 128-byte swizzle (narrower rows give their 64- and 32-byte swizzles),
-/// so that wgmma reads the stages that cp.async and ldmatrix use.
+/// Element index of `coord` in a tile of `shape` as layout::SwizzledTile places it (with
+/// `swizzle`), or row-major.
 Value sharedIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<int64_t> shape,
                   int64_t bytes, bool swizzle) {
-  int64_t cols = shape.back();
-  int64_t chunkElems = 16 / bytes, rowBytes = cols * bytes;
-  if (!swizzle || shape.size() != 2 || rowBytes < 32 || chunkElems < 1)
+  if (!swizzle || shape.size() != 2)
     return linearIndex(b, loc, coord, shape);
-  int64_t atomCols = rowBytes > 128 ? 128 / bytes : cols, atomBytes = atomCols * bytes;
-  int64_t chunksPerRow = atomBytes / 16;
-  int64_t rowsPerCycle = std::max<int64_t>(1, 128 / atomBytes);
-  int64_t phases = std::min<int64_t>(chunksPerRow, 8);
+  const layout::SwizzledTile tile(shape[0], shape[1], bytes);
+  if (!tile.swizzled)
+    return linearIndex(b, loc, coord, shape);
   auto shift = [](int64_t v) { return static_cast<int64_t>(llvm::Log2_64(v)); };
   auto constant = [&](int64_t v) { return i32Constant(b, loc, v); };
   Value row = coord[0], col = coord[1], atomBase;
-  if (atomCols != cols) {
-    Value atom = LLVM::LShrOp::create(b, loc, col, constant(shift(atomCols)));
-    atomBase = LLVM::MulOp::create(b, loc, atom, constant(shape[0] * atomCols));
-    col = LLVM::AndOp::create(b, loc, col, constant(atomCols - 1));
+  if (tile.atomColumns != tile.cols) {
+    Value atom = LLVM::LShrOp::create(b, loc, col, constant(shift(tile.atomColumns)));
+    atomBase = LLVM::MulOp::create(b, loc, atom, constant(tile.rows * tile.atomColumns));
+    col = LLVM::AndOp::create(b, loc, col, constant(tile.atomColumns - 1));
   }
-  Value chunk = LLVM::LShrOp::create(b, loc, col, constant(shift(chunkElems)));
-  Value phase = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, row, constant(shift(rowsPerCycle))),
-                                    constant(phases - 1));
-  Value swizzled = LLVM::ShlOp::create(b, loc, LLVM::XOrOp::create(b, loc, chunk, phase), constant(shift(chunkElems)));
-  Value within = LLVM::AndOp::create(b, loc, col, constant(chunkElems - 1));
-  Value index = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, row, constant(atomCols)),
+  Value chunk = LLVM::LShrOp::create(b, loc, col, constant(shift(tile.chunkElements)));
+  Value phase = LLVM::AndOp::create(b, loc, LLVM::LShrOp::create(b, loc, row, constant(shift(tile.rowsPerPhase))),
+                                    constant(tile.phases - 1));
+  Value swizzled =
+      LLVM::ShlOp::create(b, loc, LLVM::XOrOp::create(b, loc, chunk, phase), constant(shift(tile.chunkElements)));
+  Value within = LLVM::AndOp::create(b, loc, col, constant(tile.chunkElements - 1));
+  Value index = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, row, constant(tile.atomColumns)),
                                     LLVM::AddOp::create(b, loc, swizzled, within));
   return atomBase ? LLVM::AddOp::create(b, loc, atomBase, index).getResult() : index;
 }

@@ -47,7 +47,8 @@ std::vector<Values> registerCoordinates(OpBuilder &b, Location loc,
 /// The coordinates (i32) the warp bits alone contribute under `layout`.
 Values warpOffset(OpBuilder &b, Location loc, const layout::LinearLayout &layout);
 
-/// Element index of `coord` in a tile of `shape` in shared memory as storeTileToShared puts it.
+/// Element index of `coord` in a tile of `shape` in shared memory as storeTileToShared puts it
+/// (layout::SwizzledTile with `swizzle`).
 Value sharedIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord, llvm::ArrayRef<int64_t> shape,
                   int64_t bytes, bool swizzle);
 

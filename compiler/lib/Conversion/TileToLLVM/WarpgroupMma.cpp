@@ -5,9 +5,12 @@
 // The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, 1], M = 64g), which
 // is wgmma's accumulator layout: warp w of warpgroup g holds rows 64g + 16w + {l/4, l/4 + 8} and
 // columns 8j + 2(l%4) + {0, 1}, exactly as mma.sync's 16x8 tiles; an A operand in registers has
-// mma.sync's A fragments. The stages are stored as sharedIndex lays them out: 128-byte-wide
-// atoms, each the canonical 128-byte-swizzled layout (64- and 32-byte for narrower rows).
+// mma.sync's A fragments. The stages are stored as layout::SwizzledTile lays them out:
+// 128-byte-wide atoms, each the canonical 128-byte-swizzled layout (64- and 32-byte for
+// narrower rows).
 #include "Utility.h"
+
+#include "tessera/compiler/Layout/SwizzledTile.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -25,18 +28,17 @@ struct StagedOperand {
   bool kMajor(bool isB) const { return transposed == isB; }
 };
 
-int64_t atomColumns(int64_t cols) { return cols * 2 > 128 ? 64 : cols; }
-
-/// wgmma's swizzle mode of rows of `bytes` (128-, 64-, 32-byte swizzle).
+/// wgmma's swizzle mode of atom rows of `bytes` (128-, 64-, 32-byte swizzle).
 int64_t swizzleMode(int64_t bytes) { return bytes == 128 ? 1 : bytes == 64 ? 2 : 3; }
 
 /// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
-/// runs along the stored rows (`kMajor`) or down its columns.
+/// runs along the stored rows (`kMajor`) or down its columns: swizzled, whole 8-row groups,
+/// stages 1024-byte aligned, and MN-major operands in full 128-byte atoms.
 bool describable(int64_t rows, int64_t cols, bool kMajor) {
-  int64_t bytes = cols * 2;
-  if (!llvm::isPowerOf2_64(cols) || rows % 8 != 0 || rows * bytes % 1024 != 0)
+  const layout::SwizzledTile tile(rows, cols, 2);
+  if (!llvm::isPowerOf2_64(cols) || !tile.swizzled || rows % 8 != 0 || rows * cols * 2 % 1024 != 0)
     return false;
-  return kMajor ? bytes >= 32 : bytes % 128 == 0;
+  return kMajor || tile.atomColumns * 2 == 128;
 }
 
 /// The stage a dot operand is read from step by step, when it is one.
@@ -63,7 +65,7 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingB
 
 /// Descriptor of the 16-wide step `kk` of k and the rows (A: m, B: n) from `first` on.
 Value operandDescriptor(OpBuilder &b, Location loc, const StagedOperand &op, bool kMajor, Value first, int64_t kk) {
-  int64_t atomCols = atomColumns(op.cols), atomBytes = atomCols * 2;
+  int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, atomBytes = atomCols * 2;
   auto elementOffset = [&](Value offset) {
     return LLVM::GEPOp::create(b, loc, op.stage.getType(), b.getI16Type(), op.stage, ValueRange{offset}).getResult();
   };
