@@ -151,7 +151,32 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   auto accumulator = [&](int64_t n0, int64_t r) { // register r of wgmma's D for columns n0..
     return cIndex.at({8 * ((r % 4) / 2), n0 + 8 * (r / 4) + r % 2});
   };
-  ptx(rewriter, loc, Type(), "wgmma.fence.sync.aligned;", "", {}, true);
+  // A in registers: mma.sync's A fragments of each 16-wide step of k, 4 x 32 bits a thread.
+  Values aPacked;
+  for (int64_t kk = 0; !a && kk < K / 16; ++kk)
+    for (int e = 0; e < 8; e += 2) {
+      auto at = [&](int element) {
+        return aRegs[aIndex.at({8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
+      };
+      aPacked.push_back(pair(at(e), at(e + 1)));
+    }
+  // The fence hands A's registers and the accumulators through: every write to them comes
+  // before it, so ptxas need not add its own (warpgroup.arrive) before each wgmma.
+  std::string fenced;
+  for (size_t r = 0; r < aPacked.size() + c.size(); ++r)
+    fenced += (r < aPacked.size() ? "=r," : "=f,");
+  for (size_t r = 0; r < aPacked.size() + c.size(); ++r)
+    fenced += std::to_string(r) + (r + 1 < aPacked.size() + c.size() ? "," : "");
+  Values through(aPacked);
+  through.append(c.begin(), c.end());
+  SmallVector<Type> throughTypes(aPacked.size(), i32);
+  throughTypes.append(c.size(), f32);
+  Value fence = ptx(rewriter, loc, LLVM::LLVMStructType::getLiteral(rewriter.getContext(), throughTypes),
+                    "wgmma.fence.sync.aligned;", fenced, through, true);
+  for (size_t r = 0; r < aPacked.size(); ++r)
+    aPacked[r] = LLVM::ExtractValueOp::create(rewriter, loc, fence, r);
+  for (size_t r = 0; r < c.size(); ++r)
+    c[r] = LLVM::ExtractValueOp::create(rewriter, loc, fence, aPacked.size() + r);
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (int64_t n0 = 0; n0 < N; n0 += width) {
       int64_t count = width / 2; // accumulators a thread holds
@@ -164,12 +189,7 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
         aOperand = "$" + std::to_string(count);
         constraints += "l,";
       } else {
-        for (int e = 0; e < 8; e += 2) {
-          auto at = [&](int element) {
-            return aRegs[aIndex.at({8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
-          };
-          operands.push_back(pair(at(e), at(e + 1)));
-        }
+        operands.append(aPacked.begin() + 4 * kk, aPacked.begin() + 4 * kk + 4);
         aOperand = registerList(count, 4);
         constraints += "r,r,r,r,";
       }
