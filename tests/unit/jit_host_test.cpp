@@ -2,6 +2,7 @@
 // the disk cache's atomic writes under concurrent processes, corrupt entries.
 #include "test_util.h"
 
+#include "tessera/compiler/Compiler.h"
 #include "tessera/jit/Cache.h"
 
 #include <gmock/gmock.h>
@@ -79,6 +80,12 @@ TEST_F(Cache, KeysSeparateSourceTargetAndAreStable) {
   EXPECT_NE(a, jit::cache_key("module B", {9, 0}));
   EXPECT_NE(a, jit::cache_key("module A", {8, 0}));
   EXPECT_EQ(a.size(), 32u);
+}
+
+// The keys (and the tuning database's contexts) include the compiler's version, which names a
+// hash of the compiler's sources: a rebuilt compiler never reuses another one's PTX.
+TEST(CompilerVersion, NamesAHashOfTheCompilersSources) {
+  EXPECT_THAT(compiler::version(), ::testing::MatchesRegex("tessera-[0-9.]+/llvm-[0-9.a-z]+/compiler-[0-9a-f]{16}"));
 }
 
 TEST_F(Cache, StoresAndLoadsEntries) {

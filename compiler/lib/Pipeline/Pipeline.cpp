@@ -16,7 +16,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
-#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -107,8 +106,6 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
 std::string Target::arch() const {
   return "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
 }
-
-std::string version() { return std::string("tessera-0.1/llvm-") + LLVM_VERSION_STRING; }
 
 CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   mlir::DialectRegistry registry;

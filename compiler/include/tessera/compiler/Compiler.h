@@ -29,7 +29,8 @@ struct CompiledKernel {
 /// Throws tessera::Error when a stage fails, with MLIR's diagnostics.
 CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target);
 
-/// Identifies the compiler build in cache keys (tessera version, LLVM version).
+/// Identifies the compiler in cache keys: tessera and LLVM versions and a hash of the
+/// compiler's sources.
 std::string version();
 
 } // namespace tessera::compiler
