@@ -126,11 +126,11 @@ SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, Arr
 }
 
 /// Start copying `load`'s tile for the iteration whose body arguments are `args` into
-/// `buffer[slot]`, masked off unless `active`.
+/// `buffer[slot]`, masked off unless `active`; `map` holds what that iteration's copies
+/// already recomputed (a block index read once for all of them).
 void copyAsync(OpBuilder &b, LoadOp load, Block *body, ArrayRef<Value> args, Value active,
-               Value buffer, Value slot) {
+               Value buffer, Value slot, IRMapping &map) {
   Location loc = load.getLoc();
-  IRMapping map;
   Value ptr = recompute(b, load.getPtr(), map, body, args, active);
   auto maskType = cast<RankedTensorType>(getBoolLike(ptr.getType()));
   Value mask = SplatOp::create(b, loc, maskType, active);
@@ -204,8 +204,9 @@ void pipeline(scf::ForOp loop, int64_t stages) {
     if (s > 0)
       args = nextIteration(b, loop, body, args);
     Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
+    IRMapping map;
     for (auto [load, buffer] : llvm::zip(loads, buffers))
-      copyAsync(b, load, body, args, active, buffer, constant(b, s));
+      copyAsync(b, load, body, args, active, buffer, constant(b, s), map);
     AsyncCommitOp::create(b, loc);
   }
 
@@ -224,8 +225,9 @@ void pipeline(scf::ForOp loop, int64_t stages) {
   for (int64_t s = 0; s < stages - 1; ++s)
     ahead = nextIteration(at, loop, body, ahead);
   Value active = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, ahead[0], loop.getUpperBound());
+  IRMapping map;
   for (auto [load, buffer] : llvm::zip(loads, buffers))
-    copyAsync(at, load, body, ahead, active, buffer, refill);
+    copyAsync(at, load, body, ahead, active, buffer, refill, map);
   AsyncCommitOp::create(at, loc);
   for (LoadOp load : loads)
     load.erase();
