@@ -499,18 +499,12 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   Values a, b;
   auto readA = operand(op.getA(), adaptor.getA(), a), readB = operand(op.getB(), adaptor.getB(), b);
   Type half = registerType(converter, aType);
-  Type i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
+  Type f32 = rewriter.getF32Type();
   std::string type = half.isBF16() ? "bf16" : "f16";
   std::string code = "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
                      ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};";
   auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(4, f32));
-  auto pair = [&](Value lo, Value hi) -> Value {
-    auto vector = VectorType::get({2}, half);
-    Value v = LLVM::UndefOp::create(rewriter, loc, vector);
-    v = LLVM::InsertElementOp::create(rewriter, loc, v, lo, i32Constant(rewriter, loc, 0));
-    v = LLVM::InsertElementOp::create(rewriter, loc, v, hi, i32Constant(rewriter, loc, 1));
-    return LLVM::BitcastOp::create(rewriter, loc, i32, v);
-  };
+  auto pair = [&](Value lo, Value hi) { return packPair(rewriter, loc, lo, hi); };
   // k outermost: consecutive mma.sync write different accumulators, so none waits on the one
   // before it (a chain over k per tile would stall on the tensor pipe's latency).
   // Fragments of step kk+1 are read before step kk's mma.sync, so that their shared-memory
@@ -526,14 +520,11 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
       for (int64_t j = 0; j < N / wn / 8; ++j) {
         int64_t cRegs[4];
         for (int e = 0; e < 4; ++e)
-          cRegs[e] = cIndex.at({i * 16 + 8 * (e / 2), j * 8 + e % 2});
+          cRegs[e] = cIndex.at(mmaCElement(i * 16, j * 8, e));
         Values operands;
-        for (int e = 0; e < 8; e += 2) {
-          auto at = [&](int element) {
-            return a[aIndex.at({i * 16 + 8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
-          };
-          operands.push_back(pair(at(e), at(e + 1)));
-        }
+        for (int e = 0; e < 8; e += 2)
+          operands.push_back(pair(a[aIndex.at(mmaAElement(i * 16, kk * 16, e))],
+                                  a[aIndex.at(mmaAElement(i * 16, kk * 16, e + 1))]));
         for (int e = 0; e < 4; e += 2) {
           auto at = [&](int element) { return b[bIndex.at({kk * 16 + element % 2 + 8 * (element / 2), j * 8})]; };
           operands.push_back(pair(at(e), at(e + 1)));

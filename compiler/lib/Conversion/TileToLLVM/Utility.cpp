@@ -232,6 +232,34 @@ Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::
   return out;
 }
 
+Value packPair(OpBuilder &b, Location loc, Value lo, Value hi) {
+  Value v = LLVM::UndefOp::create(b, loc, VectorType::get({2}, lo.getType()));
+  v = LLVM::InsertElementOp::create(b, loc, v, lo, i32Constant(b, loc, 0));
+  v = LLVM::InsertElementOp::create(b, loc, v, hi, i32Constant(b, loc, 1));
+  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
+}
+
+layout::Coord mmaAElement(int64_t row, int64_t k, int e) {
+  return {row + 8 * ((e / 2) % 2), k + e % 2 + 8 * (e / 4)};
+}
+
+layout::Coord mmaCElement(int64_t row, int64_t col, int e) { return {row + 8 * (e / 2), col + e % 2}; }
+
+Values passThrough(OpBuilder &b, Location loc, StringRef code, ValueRange values) {
+  std::string outputs, tied;
+  SmallVector<Type> types;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    outputs += isa<FloatType>(v.getType()) ? "=f," : "=r,";
+    tied += (i ? "," : "") + std::to_string(i);
+    types.push_back(v.getType());
+  }
+  Value all = ptx(b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), types), code, outputs + tied, values, true);
+  Values out;
+  for (size_t i = 0; i < values.size(); ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, all, i));
+  return out;
+}
+
 std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout) {
   std::map<layout::Coord, int64_t> index;
   for (int64_t r = 0; r < layout.numRegisters(); ++r)

@@ -88,6 +88,17 @@ Value loadFromShared(OpBuilder &b, Location loc, Value base, Value index, Type e
 /// Stage `slot` (i32) of a shared ring at `base`.
 Value sharedStage(OpBuilder &b, Location loc, Value base, Value slot, SharedBufferType type);
 
+/// Two 16-bit values packed into the 32-bit register a tensor-core instruction reads.
+Value packPair(OpBuilder &b, Location loc, Value lo, Value hi);
+/// Element `e` of mma.sync m16n8k16's fragments as lane 0 holds it (other lanes add their
+/// offsets), for the tile whose first row is `row`: A (16 x 16, 8 elements) from column `k` on,
+/// C (16 x 8, 4 elements) from column `col` on. wgmma's register A and accumulators are the same.
+layout::Coord mmaAElement(int64_t row, int64_t k, int e);
+layout::Coord mmaCElement(int64_t row, int64_t col, int e);
+/// Inline PTX `code` that hands `values` (i32 or f32) through unchanged, as tied operands:
+/// every write to them comes before it and every read of the results after it.
+Values passThrough(OpBuilder &b, Location loc, llvm::StringRef code, mlir::ValueRange values);
+
 /// Registers of a layout by their coordinates in lane 0 of warp 0.
 std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout);
 

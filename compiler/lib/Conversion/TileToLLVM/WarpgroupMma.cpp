@@ -139,44 +139,25 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   }
   Type half = op.getA().getType().getElementType(); // f16 or bf16, as LLVM spells them too
   std::string type = half.isBF16() ? "bf16" : "f16";
-  Type i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
-  auto pair = [&](Value lo, Value hi) -> Value {
-    Value v = LLVM::UndefOp::create(rewriter, loc, VectorType::get({2}, half));
-    v = LLVM::InsertElementOp::create(rewriter, loc, v, lo, i32Constant(rewriter, loc, 0));
-    v = LLVM::InsertElementOp::create(rewriter, loc, v, hi, i32Constant(rewriter, loc, 1));
-    return LLVM::BitcastOp::create(rewriter, loc, i32, v);
-  };
+  Type f32 = rewriter.getF32Type();
   // One instruction covers up to 256 columns.
   int64_t width = N <= 256 ? N : 256;
   auto accumulator = [&](int64_t n0, int64_t r) { // register r of wgmma's D for columns n0..
-    return cIndex.at({8 * ((r % 4) / 2), n0 + 8 * (r / 4) + r % 2});
+    return cIndex.at(mmaCElement(0, n0 + 8 * (r / 4), r % 4));
   };
   // A in registers: mma.sync's A fragments of each 16-wide step of k, 4 x 32 bits a thread.
   Values aPacked;
   for (int64_t kk = 0; !a && kk < K / 16; ++kk)
-    for (int e = 0; e < 8; e += 2) {
-      auto at = [&](int element) {
-        return aRegs[aIndex.at({8 * ((element / 2) % 2), kk * 16 + element % 2 + 8 * (element / 4)})];
-      };
-      aPacked.push_back(pair(at(e), at(e + 1)));
-    }
+    for (int e = 0; e < 8; e += 2)
+      aPacked.push_back(packPair(rewriter, loc, aRegs[aIndex.at(mmaAElement(0, kk * 16, e))],
+                                 aRegs[aIndex.at(mmaAElement(0, kk * 16, e + 1))]));
   // The fence hands A's registers and the accumulators through: every write to them comes
   // before it, so ptxas need not add its own (warpgroup.arrive) before each wgmma.
-  std::string fenced;
-  for (size_t r = 0; r < aPacked.size() + c.size(); ++r)
-    fenced += (r < aPacked.size() ? "=r," : "=f,");
-  for (size_t r = 0; r < aPacked.size() + c.size(); ++r)
-    fenced += std::to_string(r) + (r + 1 < aPacked.size() + c.size() ? "," : "");
   Values through(aPacked);
   through.append(c.begin(), c.end());
-  SmallVector<Type> throughTypes(aPacked.size(), i32);
-  throughTypes.append(c.size(), f32);
-  Value fence = ptx(rewriter, loc, LLVM::LLVMStructType::getLiteral(rewriter.getContext(), throughTypes),
-                    "wgmma.fence.sync.aligned;", fenced, through, true);
-  for (size_t r = 0; r < aPacked.size(); ++r)
-    aPacked[r] = LLVM::ExtractValueOp::create(rewriter, loc, fence, r);
-  for (size_t r = 0; r < c.size(); ++r)
-    c[r] = LLVM::ExtractValueOp::create(rewriter, loc, fence, aPacked.size() + r);
+  through = passThrough(rewriter, loc, "wgmma.fence.sync.aligned;", through);
+  aPacked.assign(through.begin(), through.begin() + aPacked.size());
+  c.assign(through.begin() + aPacked.size(), through.end());
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (int64_t n0 = 0; n0 < N; n0 += width) {
       int64_t count = width / 2; // accumulators a thread holds
@@ -211,15 +192,7 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
     }
   ptx(rewriter, loc, Type(), "wgmma.commit_group.sync.aligned;", "", {}, true);
   // The wait hands the accumulators through, so that nothing reads them before it.
-  std::string constraints;
-  for (size_t r = 0; r < c.size(); ++r)
-    constraints += "=f,";
-  for (size_t r = 0; r < c.size(); ++r)
-    constraints += (r ? "," : "") + std::to_string(r);
-  auto allType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(c.size(), f32));
-  Value waited = ptx(rewriter, loc, allType, "wgmma.wait_group.sync.aligned 0;", constraints, c, true);
-  for (size_t r = 0; r < c.size(); ++r)
-    c[r] = LLVM::ExtractValueOp::create(rewriter, loc, waited, r);
+  c = passThrough(rewriter, loc, "wgmma.wait_group.sync.aligned 0;", c);
   rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
   return success();
 }
