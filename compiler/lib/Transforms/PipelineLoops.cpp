@@ -36,53 +36,61 @@ Value pointerRoot(Value ptr) {
   return isa<func::FuncOp>(arg.getOwner()->getParentOp()) ? ptr : Value();
 }
 
-/// Whether nothing in the kernel writes the memory `load` reads (so that reading it early, for
-/// a later iteration, reads the same value).
-bool readsConstantMemory(LoadOp load) {
-  Value root = pointerRoot(load.getPtr());
-  if (!root)
-    return false;
-  auto func = load->getParentOfType<func::FuncOp>();
-  WalkResult written = func.walk([&](Operation *op) {
-    Value target;
-    if (auto store = dyn_cast<StoreOp>(op))
-      target = store.getPtr();
-    else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
-      target = atomic.getPtr();
-    else if (auto store = dyn_cast<BlockStoreOp>(op))
-      target = store.getPtr();
-    else
-      return WalkResult::advance();
-    Value written = pointerRoot(target);
-    return !written || written == root ? WalkResult::interrupt() : WalkResult::advance();
-  });
-  return !written.wasInterrupted();
-}
+/// The kernel arguments whose memory the kernel never writes, found once per kernel: loading
+/// from them early, for a later iteration, reads the same value.
+class ConstantMemory {
+public:
+  explicit ConstantMemory(func::FuncOp func) {
+    func.walk([&](Operation *op) {
+      Value target;
+      if (auto store = dyn_cast<StoreOp>(op))
+        target = store.getPtr();
+      else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
+        target = atomic.getPtr();
+      else if (auto store = dyn_cast<BlockStoreOp>(op))
+        target = store.getPtr();
+      else
+        return;
+      Value root = pointerRoot(target);
+      unknownWrites |= !root;
+      written.insert(root);
+    });
+  }
+
+  bool holds(LoadOp load) const {
+    Value root = pointerRoot(load.getPtr());
+    return root && !unknownWrites && !written.contains(root);
+  }
+
+private:
+  bool unknownWrites = false; // a write whose argument cannot be told
+  DenseSet<Value> written;
+};
 
 /// Whether `value` is computed in `body` by pure ops from values defined outside the loop, the
 /// induction variable and carried values that are themselves index math from one iteration to
-/// the next (a pointer advanced by a step, not an accumulator). With `scalarLoads`, also by
+/// the next (a pointer advanced by a step, not an accumulator). With `constants`, also by
 /// loads of single values from memory the kernel never writes (a block index read from a
 /// table, as block-sparse attention does).
-bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, bool scalarLoads) {
+bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, const ConstantMemory *constants) {
   if (!seen.insert(value).second)
     return true; // a carried value's own recurrence
   if (auto arg = dyn_cast<BlockArgument>(value))
     return arg.getOwner() != body || arg.getArgNumber() == 0 ||
-           isIndexMath(body->getTerminator()->getOperand(arg.getArgNumber() - 1), body, seen, scalarLoads);
+           isIndexMath(body->getTerminator()->getOperand(arg.getArgNumber() - 1), body, seen, constants);
   Operation *def = value.getDefiningOp();
   if (def->getBlock() != body)
     return !body->getParentOp()->isAncestor(def);
   auto load = dyn_cast<LoadOp>(def);
-  bool indexLoad = scalarLoads && load && !isa<RankedTensorType>(load.getType()) && readsConstantMemory(load);
+  bool indexLoad = constants && load && !isa<RankedTensorType>(load.getType()) && constants->holds(load);
   if ((!isPure(def) && !indexLoad) || def->getNumRegions() != 0)
     return false;
-  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen, scalarLoads); });
+  return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen, constants); });
 }
 
-bool isIndexMath(Value value, Block *body, bool scalarLoads = false) {
+bool isIndexMath(Value value, Block *body, const ConstantMemory *constants = nullptr) {
   DenseSet<Value> seen;
-  return isIndexMath(value, body, seen, scalarLoads);
+  return isIndexMath(value, body, seen, constants);
 }
 
 /// `value` recomputed at the builder's position with the body's arguments replaced by `args`.
@@ -151,7 +159,7 @@ bool isTransposedDotOperand(OpOperand &use) {
 /// Loads of the loop body worth staging: tiles of 16-bit elements used only as dot operands
 /// (directly or transposed), addressed by index math (block indices read from constant memory
 /// included), with other = 0 (cp.async zero-fills masked lanes).
-SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
+SmallVector<LoadOp> operandLoads(scf::ForOp loop, const ConstantMemory &constants) {
   Block *body = loop.getBody();
   SmallVector<LoadOp> loads;
   for (Operation &op : *body) {
@@ -164,8 +172,8 @@ SmallVector<LoadOp> operandLoads(scf::ForOp loop) {
     });
     bool zeroOther = !load.getOther() || matchPattern(load.getOther(), m_AnyZeroFloat()) ||
                      matchPattern(load.getOther(), m_Zero());
-    if (feedsDot && zeroOther && isIndexMath(load.getPtr(), body, /*scalarLoads=*/true) &&
-        (!load.getMask() || isIndexMath(load.getMask(), body, /*scalarLoads=*/true)))
+    if (feedsDot && zeroOther && isIndexMath(load.getPtr(), body, &constants) &&
+        (!load.getMask() || isIndexMath(load.getMask(), body, &constants)))
       loads.push_back(load);
   }
   return loads;
@@ -184,8 +192,8 @@ void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot) {
   }
 }
 
-void pipeline(scf::ForOp loop, int64_t stages) {
-  SmallVector<LoadOp> loads = operandLoads(loop);
+void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants) {
+  SmallVector<LoadOp> loads = operandLoads(loop, constants);
   if (loads.empty())
     return;
   Block *body = loop.getBody();
@@ -283,10 +291,11 @@ struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipeline
       int64_t stages = attr ? attr.getInt() : 3;
       if (stages < 2)
         return;
+      const ConstantMemory constants(func); // pipelining adds no global writes
       SmallVector<scf::ForOp> loops;
       func.walk([&](scf::ForOp loop) { loops.push_back(loop); });
       for (scf::ForOp loop : loops)
-        pipeline(loop, stages);
+        pipeline(loop, stages, constants);
     });
   }
 };
