@@ -107,6 +107,21 @@ int64_t powerOfTwoAtLeast(int64_t n) {
 /// The head dim the kernel computes with: a power of two of at least 16 (the rest masked).
 int64_t paddedHeadDim(int64_t head_dim) { return std::max<int64_t>(16, powerOfTwoAtLeast(head_dim)); }
 
+/// The grid of a pass: programs over `rows` in blocks of the config's `block`, times `programs`.
+jit::GridFn blockGrid(int64_t rows, const char *block, int64_t programs) {
+  return [=](const dsl::Config &config) {
+    return dsl::Grid{static_cast<uint32_t>((rows + config[block] - 1) / config[block]),
+                     static_cast<uint32_t>(programs), 1};
+  };
+}
+
+/// The tuning key's lengths: arguments n_q and n_kv (at `nq` and nq + 1) rounded up to powers
+/// of two, so that nearby lengths share a tuning.
+std::string lengthsKey(const std::vector<dsl::LaunchArg> &args, size_t nq) {
+  return "nq" + std::to_string(powerOfTwoAtLeast(args[nq].integer())) + ",nkv" +
+         std::to_string(powerOfTwoAtLeast(args[nq + 1].integer()));
+}
+
 /// The forward kernel of a dtype, made once (its compiled variants are cached with it).
 const dsl::Kernel &forwardKernel(dsl::DType dtype) {
   static std::mutex mutex;
@@ -141,13 +156,10 @@ jit::Autotuner &tunerFor(Tuned which, dsl::DType dtype, int64_t padded, bool cau
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = tuners[{which, dtype, padded, causal}];
   if (!slot) {
-    // Where n_q and n_kv are among the arguments: nearby lengths share a tuning.
+    // Where n_q and n_kv are among the arguments.
     const size_t n_q = which == Tuned::forward ? 5 : which == Tuned::keys_values ? 8 : 7;
     jit::Autotuner::Options options;
-    options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) {
-      return "nq" + std::to_string(powerOfTwoAtLeast(args[n_q].integer())) + ",nkv" +
-             std::to_string(powerOfTwoAtLeast(args[n_q + 1].integer()));
-    };
+    options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) { return lengthsKey(args, n_q); };
     if (which == Tuned::forward)
       slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
     else
@@ -421,10 +433,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
                                    heads_q / heads_kv, head_dim, q.stride(0), q.stride(1), q.stride(2),
                                    k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
                                    v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale)};
-  auto grid = [&](const dsl::Config &config) {
-    return dsl::Grid{static_cast<uint32_t>((n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
-                     static_cast<uint32_t>(batch * heads_q), 1};
-  };
+  const jit::GridFn grid = blockGrid(n_q, "BLOCK_M", batch * heads_q);
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(Tuned::forward, q.dtype, padded, options.causal).config_for(grid, args);
@@ -468,9 +477,7 @@ jit::DeviceBuffer launchDelta(const Problem &p, const TensorView &o, const Tenso
   const dsl::Config config = deltaConfig(paddedHeadDim(p.head_dim));
   if (p.n_q > 0)
     backwardKernels(o.dtype)[0].launch_on(
-        stream, {static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
-                 static_cast<uint32_t>(p.batch * p.heads_q), 1},
-        config, o.data, dout.data, delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
+        stream, blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q)(config), config, o.data, dout.data, delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
         dout.stride(0), dout.stride(1), dout.stride(2));
   return delta;
 }
@@ -493,15 +500,11 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
 
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
   const auto &kernels = backwardKernels(q.dtype);
-  auto blocks = [](int64_t n, int64_t block) { return static_cast<uint32_t>((n + block - 1) / block); };
-  const auto batchHeads = static_cast<uint32_t>(p.batch * p.heads_q);
   jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
   // Each pass with its given, default (untuned, interpreted) or tuned config.
   auto launch = [&](Tuned which, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
                     std::vector<dsl::LaunchArg> args, int64_t rows, const char *block, int64_t programsPerRow) {
-    auto grid = [&](const dsl::Config &config) {
-      return dsl::Grid{blocks(rows, config[block]), static_cast<uint32_t>(programsPerRow), 1};
-    };
+    const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
     BackwardPass pass = which == Tuned::keys_values ? BackwardPass::keys_values : BackwardPass::queries;
     dsl::Config config = given                    ? *given
                          : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
@@ -527,7 +530,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
            withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, p.n_q, p.n_kv, p.heads_q,
                         group, p.head_dim},
                        {dq.stride(0), dq.stride(1), dq.stride(2), scale}),
-           p.n_q, "BLOCK_M", batchHeads);
+           p.n_q, "BLOCK_M", p.batch * p.heads_q);
 }
 
 struct BlockSparseAttention::Compiled {
@@ -543,11 +546,11 @@ struct BlockSparseAttention::Compiled {
   dsl::Kernel forward[2], keysValues[2], queries[2]; // f16, bf16
 
   /// The config of `pass` (0 forward, 1 dK/dV, 2 dQ) for these arguments: the given one
-  /// (checked against the mask), the default when interpreted, otherwise tuned per dtype, head
-  /// dim, mask block size and sequence lengths rounded to powers of two.
-  dsl::Config configFor(int pass, const std::optional<dsl::Config> &given, const char *space, bool bf16,
-                        int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
-                        const std::vector<dsl::LaunchArg> &args, size_t nqArgument);
+  /// (already checked against the mask), the default when interpreted, otherwise tuned per
+  /// dtype, head dim, mask block size and sequence lengths rounded to powers of two.
+  dsl::Config configFor(int pass, const std::optional<dsl::Config> &given, bool bf16, int64_t padded,
+                        const BlockMask &mask, const jit::GridFn &grid, const std::vector<dsl::LaunchArg> &args,
+                        size_t nqArgument);
 
 private:
   std::mutex mutex;
@@ -569,11 +572,11 @@ void checkMask(const BlockMask &mask, const Problem &p) {
          ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
 }
 
-/// A pass's given config (or `fallback`, a default for the mask) checked against the mask.
-dsl::Config sparseConfig(const std::optional<dsl::Config> &given, const dsl::Config &fallback, const BlockMask &mask,
-                         int64_t padded, const char *space) {
+/// A pass's given config (none if none) checked against the mask, with the mask's block sizes.
+std::optional<dsl::Config> sparseConfig(const std::optional<dsl::Config> &given, const BlockMask &mask,
+                                        int64_t padded, const char *space) {
   if (!given)
-    return fallback;
+    return std::nullopt;
   checkConfig(*given, padded, false, space);
   if (mask.block_m() % (*given)["BLOCK_M"] || mask.block_n() % (*given)["BLOCK_N"])
     fail("config " + given->str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
@@ -587,11 +590,13 @@ dsl::Config sparseConfig(const std::optional<dsl::Config> &given, const dsl::Con
 
 } // namespace
 
-dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optional<dsl::Config> &given, const char *space, bool bf16,
-                      int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
-                      const std::vector<dsl::LaunchArg> &args, size_t nqArgument) {
-  if (given || interpreter::enabled())
-    return sparseConfig(given, sparseDefaults(padded, mask.block_m(), mask.block_n())[pass], mask, padded, space);
+dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optional<dsl::Config> &given, bool bf16,
+                                                      int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
+                                                      const std::vector<dsl::LaunchArg> &args, size_t nqArgument) {
+  if (given)
+    return *given;
+  if (interpreter::enabled())
+    return sparseDefaults(padded, mask.block_m(), mask.block_n())[pass];
   std::unique_ptr<jit::Autotuner> *slot;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -599,9 +604,7 @@ dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optio
     if (!*slot) {
       jit::Autotuner::Options options;
       options.key_extra = [nqArgument, bm = mask.block_m(), bn = mask.block_n()](const std::vector<dsl::LaunchArg> &a) {
-        return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + ",nq" +
-               std::to_string(powerOfTwoAtLeast(a[nqArgument].integer())) + ",nkv" +
-               std::to_string(powerOfTwoAtLeast(a[nqArgument + 1].integer()));
+        return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + "," + lengthsKey(a, nqArgument);
       };
       const dsl::Kernel &kernel = pass == 0 ? forward[bf16] : pass == 1 ? keysValues[bf16] : queries[bf16];
       *slot = std::make_unique<jit::Autotuner>(kernel, sparseSpaces(padded, mask.block_m(), mask.block_n())[pass],
@@ -623,9 +626,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("scale must be finite");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const char *space = "attention_forward_configs";
-  if (options.config) // checked before anything runs
-    sparseConfig(options.config, {}, mask, padded, space);
+  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "attention_forward_configs");
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
@@ -636,12 +637,9 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
       p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
       q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
       v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale)};
-  auto grid = [&](const dsl::Config &config) {
-    return dsl::Grid{static_cast<uint32_t>((p.n_q + config["BLOCK_M"] - 1) / config["BLOCK_M"]),
-                     static_cast<uint32_t>(p.batch * p.heads_q), 1};
-  };
+  const jit::GridFn grid = blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q);
   const bool bf16 = q.dtype == dsl::DType::bf16;
-  const dsl::Config config = compiled_->configFor(0, options.config, space, bf16, padded, mask, grid, args, 8);
+  const dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, 8);
   compiled_->forward[bf16].launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
@@ -659,11 +657,10 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     fail("the backward of a score_mod needs its derivative: set Modifiers::score_mod_grad");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const char *keysSpace = "attention_backward_configs(keys_values)", *queriesSpace = "attention_backward_configs(queries)";
-  if (options.keys_values_config) // checked before anything runs
-    sparseConfig(options.keys_values_config, {}, mask, padded, keysSpace);
-  if (options.queries_config)
-    sparseConfig(options.queries_config, {}, mask, padded, queriesSpace);
+  const std::optional<dsl::Config> keysConfig = sparseConfig(options.keys_values_config, mask, padded,
+                                                             "attention_backward_configs(keys_values)"),
+                                   queriesConfig = sparseConfig(options.queries_config, mask, padded,
+                                                                "attention_backward_configs(queries)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
@@ -675,27 +672,24 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                           k.stride(1),  k.stride(2),   v.stride(0),   v.stride(1),
                                           v.stride(2),  dout.stride(0), dout.stride(1), dout.stride(2)};
   // One pass: its arguments (head, the shape, tail), the programs along `rows` in `block`s.
-  auto launch = [&](int pass, const std::optional<dsl::Config> &given, const char *space, const dsl::Kernel &kernel,
+  auto launch = [&](int pass, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
                     std::vector<dsl::LaunchArg> args, std::initializer_list<dsl::LaunchArg> tail, int64_t rows,
                     const char *block, int64_t programsPerRow) {
     const size_t nqArgument = args.size();
     args.insert(args.end(), shape.begin(), shape.end());
     args.insert(args.end(), tail);
-    auto grid = [&](const dsl::Config &config) {
-      return dsl::Grid{static_cast<uint32_t>((rows + config[block] - 1) / config[block]),
-                       static_cast<uint32_t>(programsPerRow), 1};
-    };
-    const dsl::Config config = compiled_->configFor(pass, given, space, bf16, padded, mask, grid, args, nqArgument);
+    const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
+    const dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument);
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
   if (dk.numel() > 0)
-    launch(1, options.keys_values_config, keysSpace, compiled_->keysValues[bf16],
+    launch(1, keysConfig, compiled_->keysValues[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data,
             mask.device_transposed_indices(), inputs.mask_aux, inputs.score_aux},
            {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}, p.n_kv,
            "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
-    launch(2, options.queries_config, queriesSpace, compiled_->queries[bf16],
+    launch(2, queriesConfig, compiled_->queries[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(),
             inputs.mask_aux, inputs.score_aux},
            {dq.stride(0), dq.stride(1), dq.stride(2), scale}, p.n_q, "BLOCK_M", p.batch * p.heads_q);

@@ -371,6 +371,14 @@ TEST_F(BlockSparse, BackwardRejectsScoreModsWithoutDerivativeAndCausal) {
   AttentionOptions causal;
   causal.causal = true;
   expectError(BlockSparseAttention(), causal, "options.causal must be false");
+  AttentionOptions wide; // each pass's config is checked against the mask's 32x32 blocks
+  wide.keys_values_config = attention_backward_configs(32, false, BackwardPass::keys_values).front();
+  wide.keys_values_config->set("BLOCK_N", 64);
+  expectError(BlockSparseAttention(), wide, "must divide the mask's blocks 32x32");
+  AttentionOptions alien;
+  alien.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
+  expectError(BlockSparseAttention(), alien,
+              "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.
