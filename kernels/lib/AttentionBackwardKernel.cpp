@@ -22,8 +22,8 @@ template <typename T> Kernel preprocess() {
     Tile rows = program_id(0) * bm + arange(0, bm);
     Tile dims = arange(0, d);
     Tile ok = expand_dims(rows, 1) < n_q && expand_dims(dims, 0) < head_dim;
-    Tile o_tile = load(o + batch * o_sb + head * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0), ok, 0);
-    Tile do_tile = load(dout + batch * do_sb + head * do_sh + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), ok, 0);
+    Tile o_tile = loadRows(o + batch * o_sb + head * o_sh, rows, o_sn, dims, ok);
+    Tile do_tile = loadRows(dout + batch * do_sb + head * do_sh, rows, do_sn, dims, ok);
     store(delta + batch_head.to<i64>() * n_q + rows, sum(o_tile.to<f32>() * do_tile.to<f32>(), 1), rows < n_q);
   });
 }
@@ -46,8 +46,8 @@ template <typename T> Kernel keysAndValues() {
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-    Tile k_tile = load(k + batch * k_sb + kv_head * k_sh + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), key_ok, 0);
-    Tile v_tile = load(v + batch * v_sb + kv_head * v_sh + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), key_ok, 0);
+    Tile k_tile = loadRows(k + batch * k_sb + kv_head * k_sh, cols, k_sn, dims, key_ok);
+    Tile v_tile = loadRows(v + batch * v_sb + kv_head * v_sh, cols, v_sn, dims, key_ok);
     const ScoreTransform scores = scaledScores(scale * kLog2e);
     // Causal, bottom-right aligned: query i sees key j when j <= i + diagonal, so the first
     // query block that sees this key block starts at (first key - diagonal) rounded down.
@@ -64,8 +64,8 @@ template <typename T> Kernel keysAndValues() {
       for_range(m_begin, n_q, bm, {dk_acc, dv_acc}, [&](Tile start) {
         Tile rows = start + arange(0, bm);
         Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-        Tile q_tile = load(q_base + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0), row_ok, 0);
-        Tile do_tile = load(do_base + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), row_ok, 0);
+        Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
+        Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
         // lse is +inf-safe: rows past n_q read 0 and are masked below.
         Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
         Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
@@ -78,9 +78,9 @@ template <typename T> Kernel keysAndValues() {
       });
     });
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-    store(dk + batch * dk_sb + kv_head * dk_sh + expand_dims(cols, 1) * dk_sn + expand_dims(dims, 0),
+    store(rowPointers(dk + batch * dk_sb + kv_head * dk_sh, cols, dk_sn, dims),
           (dk_acc * scale).to(T::dtype), out_ok);
-    store(dv + batch * dv_sb + kv_head * dv_sh + expand_dims(cols, 1) * dv_sn + expand_dims(dims, 0),
+    store(rowPointers(dv + batch * dv_sb + kv_head * dv_sh, cols, dv_sn, dims),
           dv_acc.to(T::dtype), out_ok);
   });
 }
@@ -101,8 +101,8 @@ template <typename T> Kernel queries() {
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-    Tile q_tile = load(q + batch * q_sb + head * q_sh + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0), row_ok, 0);
-    Tile do_tile = load(dout + batch * do_sb + head * do_sh + expand_dims(rows, 1) * do_sn + expand_dims(dims, 0), row_ok, 0);
+    Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok);
+    Tile do_tile = loadRows(dout + batch * do_sb + head * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * kLog2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
     Tile k_base = k + batch * k_sb + kv_head * k_sh, v_base = v + batch * v_sb + kv_head * v_sh;
@@ -116,14 +116,14 @@ template <typename T> Kernel queries() {
     for_range(0, kv_end, bn, {dq_acc}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-      Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), col_ok, 0);
-      Tile v_tile = load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), col_ok, 0);
+      Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
+      Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
       Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
       accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
     });
-    store(dq + batch * dq_sb + head * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
+    store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims),
           (dq_acc * scale).to(T::dtype), row_ok);
   });
 }

@@ -28,8 +28,7 @@ template <typename T> Kernel forward() {
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile row_ok = expand_dims(rows, 1) < n_q;
-    Tile q_tile = load(q + batch * q_sb + head * q_sh + expand_dims(rows, 1) * q_sn + expand_dims(dims, 0),
-                       row_ok && dim_ok, 0);
+    Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
     Tile k_base = k + batch * k_sb + kv_head * k_sh;
     Tile v_base = v + batch * v_sb + kv_head * v_sh;
     Tile qk_scale = scale * OnlineSoftmax::log2e;
@@ -59,7 +58,7 @@ template <typename T> Kernel forward() {
         if (masked)
           kv_ok = kv_ok && expand_dims(cols, 1) < n_kv;
         // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
-        Tile k_tile = load(k_base + expand_dims(cols, 1) * k_sn + expand_dims(dims, 0), kv_ok, 0);
+        Tile k_tile = loadRows(k_base, cols, k_sn, dims, kv_ok);
         Tile scores = dot(q_tile, trans(k_tile)) * qk_scale;
         if (masked) {
           Tile visible = expand_dims(cols, 0) < n_kv;
@@ -67,13 +66,13 @@ template <typename T> Kernel forward() {
             visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
           scores = where(visible, scores, -INFINITY);
         }
-        softmax.add(scores, [&] { return load(v_base + expand_dims(cols, 1) * v_sn + expand_dims(dims, 0), kv_ok, 0); });
+        softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, kv_ok); });
       });
     };
     if (split)
       visit(0, full_end, false);
     visit(full_end, kv_end, true);
-    store(o + batch * o_sb + head * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0),
+    store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
           softmax.output(T::dtype), row_ok && dim_ok);
     store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
   });

@@ -40,6 +40,17 @@ dsl::Kernel attention_backward_dq_kernel(dsl::DType dtype);
 dsl::Kernel block_sparse_backward_dkdv_kernel(dsl::DType dtype, const Modifiers &modifiers);
 dsl::Kernel block_sparse_backward_dq_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
+/// Pointers to rows `rows` (all `dims`) of one head of a [batch, n, heads, d] tensor whose head
+/// starts at `base`, and a masked load of them (0 elsewhere).
+inline dsl::Tile rowPointers(const dsl::Tile &base, const dsl::Tile &rows, const dsl::Tile &row_stride,
+                             const dsl::Tile &dims) {
+  return base + dsl::expand_dims(rows, 1) * row_stride + dsl::expand_dims(dims, 0);
+}
+inline dsl::Tile loadRows(const dsl::Tile &base, const dsl::Tile &rows, const dsl::Tile &row_stride,
+                          const dsl::Tile &dims, const dsl::Tile &ok) {
+  return dsl::load(rowPointers(base, rows, row_stride, dims), ok, 0);
+}
+
 /// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
 /// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
 /// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *

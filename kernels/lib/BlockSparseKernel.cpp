@@ -17,11 +17,6 @@ struct QueryBlock {
         rows(program_id(0) * bm + arange(0, bm)), dims(arange(0, d)), dim_ok(expand_dims(dims, 0) < head_dim) {}
 };
 
-/// Rows `rows` (masked by `ok`) of one head of a [batch, n, heads, d] tensor at `base`.
-Tile loadRows(const Tile &base, const Tile &rows, const Tile &row_stride, const Tile &dims, const Tile &ok) {
-  return load(base + expand_dims(rows, 1) * row_stride + expand_dims(dims, 0), ok, 0);
-}
-
 /// The visibility of [rows x cols] (either orientation) in a listed block: in bounds, and
 /// through mask_mod when the block is partial. The modifiers see positions clamped into the
 /// sequences (they may read tensors at them); the bounds drop what lies past the ends.
@@ -89,7 +84,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     };
     visit(2, load(record), false);
     visit(2 + mask_kv_blocks, load(record + 1), true);
-    store(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh + expand_dims(rows, 1) * o_sn + expand_dims(dims, 0),
+    store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
           softmax.output(T::dtype), row_ok && dim_ok);
     store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
   });
@@ -144,11 +139,9 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
       visit(2, load(record), false);
       visit(2 + mask_q_blocks, load(record + 1), true);
     });
-    store(dk + batch.to<i64>() * dk_sb + kv_head.to<i64>() * dk_sh + expand_dims(cols, 1) * dk_sn +
-              expand_dims(dims, 0),
+    store(rowPointers(dk + batch.to<i64>() * dk_sb + kv_head.to<i64>() * dk_sh, cols, dk_sn, dims),
           (dk_acc * scale).to(T::dtype), key_ok);
-    store(dv + batch.to<i64>() * dv_sb + kv_head.to<i64>() * dv_sh + expand_dims(cols, 1) * dv_sn +
-              expand_dims(dims, 0),
+    store(rowPointers(dv + batch.to<i64>() * dv_sb + kv_head.to<i64>() * dv_sh, cols, dv_sn, dims),
           dv_acc.to(T::dtype), key_ok);
   });
 }
@@ -193,7 +186,7 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     };
     visit(2, load(record), false);
     visit(2 + mask_kv_blocks, load(record + 1), true);
-    store(dq + batch.to<i64>() * dq_sb + head.to<i64>() * dq_sh + expand_dims(rows, 1) * dq_sn + expand_dims(dims, 0),
+    store(rowPointers(dq + batch.to<i64>() * dq_sb + head.to<i64>() * dq_sh, rows, dq_sn, dims),
           (dq_acc * scale).to(T::dtype), row_ok);
   });
 }
