@@ -14,12 +14,8 @@
 using namespace tessera;
 
 int main(int argc, char **argv) {
-  std::string why;
-  if (!jit::gpu_available(&why)) {
-    std::cerr << "bench_attention: no GPU: " << why << "\n";
-    return 1;
-  }
-  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  bench::requireGpu("bench_attention");
+  std::ofstream json = bench::resultsFile(argc, argv);
   std::string gpu = jit::current_device().name;
   std::printf("%-5s %4s %4s %6s %4s %-7s %10s %10s %12s  %s\n", "dtype", "B", "H", "N", "D", "causal", "ms", "TFLOP/s",
               "default ms", "best config");

@@ -41,12 +41,8 @@ kernels::BlockMask randomMask(double density) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string why;
-  if (!jit::gpu_available(&why)) {
-    std::cerr << "bench_block_sparse: no GPU: " << why << "\n";
-    return 1;
-  }
-  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  bench::requireGpu("bench_block_sparse");
+  std::ofstream json = bench::resultsFile(argc, argv);
   const std::string gpu = jit::current_device().name;
   const int64_t numel = B * H * N * D;
   std::vector<jit::DeviceBuffer> buffers;

@@ -17,11 +17,7 @@ using namespace tessera;
 using namespace tessera::dsl;
 
 int main(int argc, char **argv) {
-  std::string why;
-  if (!jit::gpu_available(&why)) {
-    std::cerr << "bench_matmul: no GPU: " << why << "\n";
-    return 1;
-  }
+  bench::requireGpu("bench_matmul");
   if (argc > 1 && std::string(argv[1]) == "--profile") {
     // One 8192^3 bf16 launch of the usual best config, for ncu.
     const int n = 8192;
@@ -35,7 +31,7 @@ int main(int argc, char **argv) {
     jit::synchronize();
     return 0;
   }
-  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  std::ofstream json = bench::resultsFile(argc, argv);
   std::string gpu = jit::current_device().name;
   struct Shape {
     int64_t M, N, K;

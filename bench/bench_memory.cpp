@@ -29,12 +29,8 @@ struct Row {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string why;
-  if (!jit::gpu_available(&why)) {
-    std::cerr << "bench_memory: no GPU: " << why << "\n";
-    return 1;
-  }
-  std::ofstream json(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+  bench::requireGpu("bench_memory");
+  std::ofstream json = bench::resultsFile(argc, argv);
   jit::DeviceInfo device = jit::current_device();
   std::vector<Row> rows;
 

@@ -1,14 +1,33 @@
-// Timing shared by the benchmarks: CUDA events around each run, median after warm-up.
+// Shared by the benchmarks: the GPU check, the results file, timing by CUDA events (median
+// after warm-up).
 #ifndef TESSERA_BENCH_BENCH_UTIL_H
 #define TESSERA_BENCH_BENCH_UTIL_H
 
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iostream>
+#include <string>
 #include <vector>
 
 namespace tessera::bench {
+
+/// Exits with status 1, saying why, where there is no GPU to measure on.
+inline void requireGpu(const char *bench) {
+  std::string why;
+  if (!jit::gpu_available(&why)) {
+    std::cerr << bench << ": no GPU: " << why << "\n";
+    std::exit(1);
+  }
+}
+
+/// The JSON-lines file named by argv[1], appended to (/dev/null without one).
+inline std::ofstream resultsFile(int argc, char **argv) {
+  return std::ofstream(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+}
 
 /// Median milliseconds of `runs` timed runs after `warmup` untimed ones.
 inline double median_ms(const std::function<void()> &run, int warmup = 10, int runs = 100) {
