@@ -4,6 +4,7 @@
 
 #include "tessera/compiler/Compiler.h"
 #include "tessera/jit/Cache.h"
+#include "vector_add.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sys/wait.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace {
@@ -86,6 +88,22 @@ TEST_F(Cache, KeysSeparateSourceTargetAndAreStable) {
 // hash of the compiler's sources: a rebuilt compiler never reuses another one's PTX.
 TEST(CompilerVersion, NamesAHashOfTheCompilersSources) {
   EXPECT_THAT(compiler::version(), ::testing::MatchesRegex("tessera-[0-9.]+/llvm-[0-9.a-z]+/compiler-[0-9a-f]{16}"));
+}
+
+// Compiler knobs of a config outside their range are errors naming the kernel and the knob.
+TEST(CompilerConfig, RejectsKnobsOutOfRange) {
+  for (auto [knob, value, message] : {std::tuple{"num_stages", 9, "num_stages must be from 1 to 8, got 9"},
+                                      {"num_warps", 3, "num_warps must be a power of two from 1 to 32, got 3"},
+                                      {"wgmma", 2, "wgmma must be 0 or 1, got 2"}}) {
+    dsl::Config config{{"BLOCK", 256}};
+    config.set(knob, value);
+    try {
+      compiler::compile(examples::vector_add().trace(config), compiler::Target{9, 0});
+      ADD_FAILURE() << knob << " = " << value << " compiled";
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(std::string("kernel 'vector_add': ") + message));
+    }
+  }
 }
 
 TEST_F(Cache, StoresAndLoadsEntries) {

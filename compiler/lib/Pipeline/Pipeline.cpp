@@ -77,6 +77,7 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0) and wgmma (default 1: on Hopper, dots may use warpgroup MMA) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
+  int64_t wgmmaKnob = 1;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_warps") : mlir::IntegerAttr())
@@ -86,8 +87,9 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("invariant_operands_in_shared") : mlir::IntegerAttr())
       if (attr.getInt())
         func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
-    auto wgmma = config ? config.getAs<mlir::IntegerAttr>("wgmma") : mlir::IntegerAttr();
-    if (target.major == 9 && (!wgmma || wgmma.getInt()))
+    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("wgmma") : mlir::IntegerAttr())
+      wgmmaKnob = attr.getInt();
+    if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
@@ -95,6 +97,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
   });
   if (stages < 1 || stages > 8)
     throw Error("kernel '" + kernel + "': num_stages must be from 1 to 8, got " + std::to_string(stages));
+  if (wgmmaKnob != 0 && wgmmaKnob != 1)
+    throw Error("kernel '" + kernel + "': wgmma must be 0 or 1, got " + std::to_string(wgmmaKnob));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
