@@ -15,7 +15,6 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-
 #include <optional>
 #include <string>
 #include <vector>
