@@ -146,6 +146,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     pm.addPass(mlir::createCSEPass());
     pm.addPass(createTileVectorizeMemory());
     pm.addPass(createTileAllocateSharedMemory());
+    pm.addPass(createTileAsyncDots());
   });
   dump("layouts.mlir", *module);
   module->walk([&](mlir::func::FuncOp func) {

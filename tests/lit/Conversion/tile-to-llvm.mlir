@@ -183,6 +183,41 @@ func.func @mma_sync_elsewhere(%p: tensor<128x32xbf16, #tile.dot_op<opIdx = 0, pa
 
 // -----
 
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+
+// An async dot is issued and committed without a wait; tile.dot_wait waits (leaving `pending`
+// groups in flight) and hands the accumulators through, then synchronizes the CTA with
+// `barrier`. A zero accumulator is not loaded: the first step of k has scale-d 0.
+// CHECK-LABEL: llvm.func @async_wgmma
+// CHECK: wgmma.commit_group.sync.aligned
+// CHECK-NOT: wgmma.wait_group
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 0, 1, 1, 0, 0;", "{{(=f,)+}}l,l" %{{[0-9]+}}, %{{[0-9]+}} :
+// CHECK-NEXT: llvm.extractvalue
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 1, 1, 1, 0, 0;
+// CHECK: wgmma.commit_group.sync.aligned
+// CHECK: wgmma.wait_group.sync.aligned 1;{{.*}}"=f,=f,
+// CHECK-NOT: barrier0
+// CHECK: wgmma.wait_group.sync.aligned 0;", ""
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: llvm.store
+func.func @async_wgmma(%acc: tensor<64x64xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 4 : i32, tile.warpgroup_mma, tile.shared_memory = 65536 : i64} {
+  %qa = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %ka = tile.shared_alloc {tile.smem_offset = 32768 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %x = tile.shared_load %qa[%slot] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>
+  %y = tile.shared_load %ka[%slot] {transposed} : !tile.shared<2 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %x, %y, %acc {async} : tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32, #mma>
+  %e = tile.dot %x, %y, %zero {async} : tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+  %dw = tile.dot_wait %d : tensor<64x64xf32, #mma> {pending = 1 : i32}
+  tile.dot_wait {barrier, pending = 0 : i32}
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>, #mma>
+  tile.store %os, %dw : tensor<64x64x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Float atomic max: non-negative values as a signed-integer max, negative ones as an

@@ -11,24 +11,6 @@ using namespace mlir;
 
 namespace tessera::tile::lowering {
 
-/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
-/// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
-bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
-  return isa_and_present<DotOperandEncodingAttr>(result.getEncoding()) &&
-         result.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32;
-}
-
-/// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
-/// of k just before that step's mma.sync: a warp then holds one step of an operand in
-/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
-bool readByDotSteps(SharedLoadOp load) {
-  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
-         llvm::all_of(load->getUses(), [](OpOperand &use) {
-           auto dot = dyn_cast<DotOp>(use.getOwner());
-           return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
-         });
-}
-
 namespace {
 
 int64_t smemOffset(Operation *op) {
@@ -540,6 +522,14 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   return success();
 }
 
+/// The wait for async (wgmma) dots.
+struct DotWaitLowering : ConvertOpToLLVMPattern<DotWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(DotWaitOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    return lowerDotWait(op, adaptor, rewriter);
+  }
+};
+
 /// The dot: on tensor cores when its layouts are mma fragments, otherwise on CUDA cores (a and
 /// b through shared memory, one FMA per accumulator register per k).
 struct DotLowering : ConvertOpToLLVMPattern<DotOp> {
@@ -681,7 +671,7 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
   MLIRContext *context = patterns.getContext();
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
-               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, PrintLowering, SharedLoadLowering,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, DotWaitLowering, PrintLowering, SharedLoadLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);

@@ -102,16 +102,11 @@ Values passThrough(OpBuilder &b, Location loc, llvm::StringRef code, mlir::Value
 /// Registers of a layout by their coordinates in lane 0 of warp 0.
 std::map<layout::Coord, int64_t> registerIndex(const layout::LinearLayout &layout);
 
-/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
-/// tensor-core fragments.
-bool readsWithLdmatrix(mlir::RankedTensorType result, mlir::RankedTensorType storage);
-/// Whether the tensor-core dots `load` feeds read its stage themselves, step by step of k.
-bool readByDotSteps(SharedLoadOp load);
-
-/// Whether `op` runs on Hopper's warpgroup MMA (WarpgroupMma.cpp), and its lowering.
-bool lowersToWarpgroupMma(DotOp op);
+/// Hopper's warpgroup MMA (WarpgroupMma.cpp): a dot that lowersToWarpgroupMma, and the wait
+/// for async ones.
 mlir::LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const mlir::TypeConverter *converter,
                                       mlir::ConversionPatternRewriter &rewriter);
+mlir::LogicalResult lowerDotWait(DotWaitOp op, DotWaitOp::Adaptor adaptor, mlir::ConversionPatternRewriter &rewriter);
 
 // Pattern sets.
 void populateMemoryOpPatterns(TileTypeConverter &converter, mlir::RewritePatternSet &patterns);

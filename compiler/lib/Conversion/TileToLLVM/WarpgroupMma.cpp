@@ -12,6 +12,7 @@
 
 #include "tessera/compiler/Layout/SwizzledTile.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 using namespace mlir;
@@ -19,36 +20,13 @@ using namespace mlir;
 namespace tessera::tile::lowering {
 namespace {
 
-/// Shared memory holding a dot operand as the tensor cores read it: a stage and its layout.
-struct StagedOperand {
-  Value stage;          // !llvm.ptr<3> at the stage's first byte
-  int64_t rows, cols;   // the stored tile's shape (16-bit elements)
-  bool transposed;      // the operand is the stored tile transposed
-  /// Whether k runs along the stored rows: A stored [M][K], B stored [N][K] (read transposed).
-  bool kMajor(bool isB) const { return transposed == isB; }
+/// A staged dot operand and the address of its stage.
+struct Stage : StagedOperand {
+  Value start; // !llvm.ptr<3> at the stage's first byte
 };
 
 /// wgmma's swizzle mode of atom rows of `bytes` (128-, 64-, 32-byte swizzle).
 int64_t swizzleMode(int64_t bytes) { return bytes == 128 ? 1 : bytes == 64 ? 2 : 3; }
-
-/// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
-/// runs along the stored rows (`kMajor`) or down its columns: swizzled, whole 8-row groups,
-/// stages 1024-byte aligned, and MN-major operands in full 128-byte atoms.
-bool describable(int64_t rows, int64_t cols, bool kMajor) {
-  const layout::SwizzledTile tile(rows, cols, 2);
-  if (!llvm::isPowerOf2_64(cols) || !tile.swizzled || rows % 8 != 0 || rows * cols * 2 % 1024 != 0)
-    return false;
-  return kMajor || tile.atomColumns * 2 == 128;
-}
-
-/// The stage a dot operand is read from step by step, when it is one.
-std::optional<StagedOperand> stagedOperand(Value operand) {
-  auto load = operand.getDefiningOp<SharedLoadOp>();
-  if (!load || !readByDotSteps(load))
-    return std::nullopt;
-  auto tile = load.getBuffer().getType().getTileType();
-  return StagedOperand{Value(), tile.getDimSize(0), tile.getDimSize(1), load.getTransposed()};
-}
 
 /// The 64-bit matrix descriptor of the 8-row groups starting at `start` (a shared pointer).
 Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingBytes, int64_t strideBytes,
@@ -64,10 +42,10 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingB
 }
 
 /// Descriptor of the 16-wide step `kk` of k and the rows (A: m, B: n) from `first` on.
-Value operandDescriptor(OpBuilder &b, Location loc, const StagedOperand &op, bool kMajor, Value first, int64_t kk) {
+Value operandDescriptor(OpBuilder &b, Location loc, const Stage &op, bool kMajor, Value first, int64_t kk) {
   int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, atomBytes = atomCols * 2;
   auto elementOffset = [&](Value offset) {
-    return LLVM::GEPOp::create(b, loc, op.stage.getType(), b.getI16Type(), op.stage, ValueRange{offset}).getResult();
+    return LLVM::GEPOp::create(b, loc, op.start.getType(), b.getI16Type(), op.start, ValueRange{offset}).getResult();
   };
   if (kMajor) {
     // k along the stored rows (K-major): step kk lies within one atom; 8-row groups 8 rows apart.
@@ -92,41 +70,25 @@ std::string registerList(int64_t first, int64_t count) {
 
 } // namespace
 
-bool lowersToWarpgroupMma(DotOp op) {
-  auto mma = dyn_cast_or_null<MmaEncodingAttr>(op.getType().getEncoding());
-  if (!mma || !warpgroupMmaAllowed(op))
-    return false;
-  int64_t M = op.getType().getDimSize(0), N = op.getType().getDimSize(1), K = op.getA().getType().getDimSize(1);
-  unsigned wm = mma.getWarpsPerCTA()[0];
-  if (mma.getWarpsPerCTA()[1] != 1 || wm % 4 != 0 || M != 16 * wm || N % 8 != 0 || K % 16 != 0 ||
-      !op.getType().getElementType().isF32())
-    return false;
-  // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N].
-  auto b = stagedOperand(op.getB());
-  if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (N > 256 && N % 256 != 0))
-    return false;
-  // A from registers, or from a stage stored [M][K].
-  auto a = stagedOperand(op.getA());
-  return !a || (a->kMajor(false) && describable(a->rows, a->cols, true));
-}
-
 LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConverter *converter,
                                 ConversionPatternRewriter &rewriter) {
   Location loc = op.getLoc();
   auto accType = op.getType();
   int64_t N = accType.getDimSize(1), K = op.getA().getType().getDimSize(1);
   auto cIndex = registerIndex(toLinearLayout(accType.getEncoding(), accType.getShape()));
-  Values c = unpack(rewriter, loc, adaptor.getAcc());
-  auto stage = [&](Value operand) {
+  // A zero accumulator is not loaded: the first step of k does not add D (scale-d 0), so its
+  // registers need no zeros (which, shared with another dot's, would be copied while in flight).
+  const bool zeroAcc = matchPattern(op.getAcc(), m_AnyZeroFloat());
+  Values c = zeroAcc ? Values(cIndex.size()) : unpack(rewriter, loc, adaptor.getAcc());
+  auto stage = [&](Value operand) -> std::optional<Stage> {
     std::optional<StagedOperand> staged = stagedOperand(operand);
-    if (staged) {
-      auto load = operand.getDefiningOp<SharedLoadOp>();
-      staged->stage = sharedStage(rewriter, loc, rewriter.getRemappedValue(load.getBuffer()),
-                                  rewriter.getRemappedValue(load.getSlot()), load.getBuffer().getType());
-    }
-    return staged;
+    if (!staged)
+      return std::nullopt;
+    SharedLoadOp load = staged->load;
+    return Stage{*staged, sharedStage(rewriter, loc, rewriter.getRemappedValue(load.getBuffer()),
+                                      rewriter.getRemappedValue(load.getSlot()), load.getBuffer().getType())};
   };
-  std::optional<StagedOperand> a = stage(op.getA()), b = stage(op.getB());
+  std::optional<Stage> a = stage(op.getA()), b = stage(op.getB());
   // Warpgroup g computes rows 64g..64g+63.
   Value warpgroupRow = LLVM::MulOp::create(
       rewriter, loc, LLVM::LShrOp::create(rewriter, loc, threadId(rewriter, loc).warp, i32Constant(rewriter, loc, 2)),
@@ -154,10 +116,12 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   // The fence hands A's registers and the accumulators through: every write to them comes
   // before it, so ptxas need not add its own (warpgroup.arrive) before each wgmma.
   Values through(aPacked);
-  through.append(c.begin(), c.end());
+  if (!zeroAcc)
+    through.append(c.begin(), c.end());
   through = passThrough(rewriter, loc, "wgmma.fence.sync.aligned;", through);
   aPacked.assign(through.begin(), through.begin() + aPacked.size());
-  c.assign(through.begin() + aPacked.size(), through.end());
+  if (!zeroAcc)
+    c.assign(through.begin() + aPacked.size(), through.end());
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (int64_t n0 = 0; n0 < N; n0 += width) {
       int64_t count = width / 2; // accumulators a thread holds
@@ -177,23 +141,53 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
       int64_t bOperand = count + int64_t(operands.size());
       operands.push_back(operandDescriptor(rewriter, loc, *b, b->kMajor(true), i32Constant(rewriter, loc, n0), kk));
       constraints += "l";
-      for (int64_t r = 0; r < count; ++r) {
+      const bool accumulate = kk > 0 || !zeroAcc;
+      for (int64_t r = 0; accumulate && r < count; ++r) {
         operands.push_back(c[accumulator(n0, r)]);
         constraints += "," + std::to_string(r);
       }
-      // scale-d 1 (accumulate), A and B unscaled, A k-major; B transposed when it is MN-major.
+      // scale-d (accumulate or not), A and B unscaled, A k-major; B transposed when MN-major.
       std::string code = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(width) + "k16.f32." + type + "." +
-                         type + " " + registerList(0, count) + ", " + aOperand + ", $" + std::to_string(bOperand) + ", 1, 1, 1" +
-                         (a ? ", 0" : "") + (b->kMajor(true) ? ", 0;" : ", 1;");
+                         type + " " + registerList(0, count) + ", " + aOperand + ", $" + std::to_string(bOperand) +
+                         (accumulate ? ", 1" : ", 0") + ", 1, 1" + (a ? ", 0" : "") + (b->kMajor(true) ? ", 0;" : ", 1;");
       auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(count, f32));
       Value d = ptx(rewriter, loc, resultType, code, constraints, operands, true);
       for (int64_t r = 0; r < count; ++r)
         c[accumulator(n0, r)] = LLVM::ExtractValueOp::create(rewriter, loc, d, r);
     }
   ptx(rewriter, loc, Type(), "wgmma.commit_group.sync.aligned;", "", {}, true);
-  // The wait hands the accumulators through, so that nothing reads them before it.
-  c = passThrough(rewriter, loc, "wgmma.wait_group.sync.aligned 0;", c);
+  // The wait hands the accumulators through, so that nothing reads them before it; an async
+  // dot leaves that to a later tile.dot_wait.
+  if (!op.getAsync())
+    c = passThrough(rewriter, loc, "wgmma.wait_group.sync.aligned 0;", c);
   rewriter.replaceOp(op, pack(rewriter, loc, converter->convertType(accType), c));
+  return success();
+}
+
+LogicalResult lowerDotWait(DotWaitOp op, DotWaitOp::Adaptor adaptor, ConversionPatternRewriter &rewriter) {
+  Location loc = op.getLoc();
+  // One pass-through for all values: each tile's registers, in order.
+  Values registers;
+  SmallVector<size_t> counts;
+  for (Value value : adaptor.getValues()) {
+    Values unpacked = unpack(rewriter, loc, value);
+    counts.push_back(unpacked.size());
+    registers.append(unpacked.begin(), unpacked.end());
+  }
+  std::string code = "wgmma.wait_group.sync.aligned " + std::to_string(op.getPending()) + ";";
+  if (registers.empty())
+    ptx(rewriter, loc, Type(), code, "", {}, true);
+  else
+    registers = passThrough(rewriter, loc, code, registers);
+  if (op.getBarrier())
+    barrier(rewriter, loc);
+  SmallVector<Value> results;
+  size_t first = 0;
+  for (auto [value, count] : llvm::zip(adaptor.getValues(), counts)) {
+    results.push_back(pack(rewriter, loc, value.getType(), ValueRange(registers).slice(first, count)));
+    first += count;
+  }
+  rewriter.replaceOp(op, results);
   return success();
 }
 

@@ -1,5 +1,7 @@
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 
+#include "tessera/compiler/Layout/SwizzledTile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -157,6 +159,60 @@ int numWarpsOf(Operation *op) {
 bool warpgroupMmaAllowed(Operation *op) {
   auto func = kernelOf(op);
   return func && func->hasAttr(kWarpgroupMmaAttrName);
+}
+
+/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
+/// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
+bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
+  return isa_and_present<DotOperandEncodingAttr>(result.getEncoding()) &&
+         result.getElementType().getIntOrFloatBitWidth() == 16 && storage.getDimSize(1) * 2 >= 32;
+}
+
+/// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
+/// of k just before that step's mma.sync: a warp then holds one step of an operand in
+/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
+bool readByDotSteps(SharedLoadOp load) {
+  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
+         llvm::all_of(load->getUses(), [](OpOperand &use) {
+           auto dot = dyn_cast<DotOp>(use.getOwner());
+           return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());
+         });
+}
+
+std::optional<StagedOperand> stagedOperand(Value operand) {
+  auto load = operand.getDefiningOp<SharedLoadOp>();
+  if (!load || !readByDotSteps(load))
+    return std::nullopt;
+  auto tile = load.getBuffer().getType().getTileType();
+  return StagedOperand{load, tile.getDimSize(0), tile.getDimSize(1), load.getTransposed()};
+}
+
+/// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
+/// runs along the stored rows (`kMajor`) or down its columns: swizzled, whole 8-row groups,
+/// stages 1024-byte aligned, and MN-major operands in full 128-byte atoms.
+static bool describable(int64_t rows, int64_t cols, bool kMajor) {
+  const layout::SwizzledTile tile(rows, cols, 2);
+  if (!llvm::isPowerOf2_64(cols) || !tile.swizzled || rows % 8 != 0 || rows * cols * 2 % 1024 != 0)
+    return false;
+  return kMajor || tile.atomColumns * 2 == 128;
+}
+
+bool lowersToWarpgroupMma(DotOp op) {
+  auto mma = dyn_cast_or_null<MmaEncodingAttr>(op.getType().getEncoding());
+  if (!mma || !warpgroupMmaAllowed(op))
+    return false;
+  int64_t M = op.getType().getDimSize(0), N = op.getType().getDimSize(1), K = op.getA().getType().getDimSize(1);
+  unsigned wm = mma.getWarpsPerCTA()[0];
+  if (mma.getWarpsPerCTA()[1] != 1 || wm % 4 != 0 || M != 16 * wm || N % 8 != 0 || K % 16 != 0 ||
+      !op.getType().getElementType().isF32())
+    return false;
+  // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N].
+  auto b = stagedOperand(op.getB());
+  if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (N > 256 && N % 256 != 0))
+    return false;
+  // A from registers, or from a stage stored [M][K].
+  auto a = stagedOperand(op.getA());
+  return !a || (a->kMajor(false) && describable(a->rows, a->cols, true));
 }
 
 } // namespace tessera::tile

@@ -84,6 +84,22 @@ def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::Module
   }];
 }
 
+def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
+  let summary = "Issue Hopper wgmma dots asynchronously and wait for them where their results are read";
+  let description = [{
+    Every dot that runs on wgmma gets `async`; a `tile.dot_wait` hands its result on just
+    before the first op of its block that reads it, contains loops or branches with dots of
+    their own, or refills a stage: meanwhile the warps compute what does not depend on it
+    (softmax on one dot's scores while the next dot runs), and `pending` leaves the dots issued
+    since in flight. A result that only feeds the next async dot as its accumulator is not
+    waited for. A loop whose body's dots all feed, through the loop, only their own
+    accumulator (a matmul's k loop) keeps them in flight into the next iteration: after its
+    last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
+    warpgroups are done with their stages), and only then refills its stages; the loop's
+    results are waited for right after it.
+  }];
+}
+
 def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
   let summary = "Lower tile programs with layouts to per-thread LLVM and NVVM";
   let description = [{

@@ -46,6 +46,26 @@ int numWarpsOf(mlir::Operation *op);
 /// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
 bool warpgroupMmaAllowed(mlir::Operation *op);
 
+/// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
+/// tensor-core fragments.
+bool readsWithLdmatrix(mlir::RankedTensorType result, mlir::RankedTensorType storage);
+/// Whether the tensor-core dots `load` feeds read its stage themselves, step by step of k.
+bool readByDotSteps(SharedLoadOp load);
+
+/// A dot operand the tensor cores read step by step from a shared-memory stage.
+struct StagedOperand {
+  SharedLoadOp load;
+  int64_t rows, cols; // the stored tile's shape
+  bool transposed;    // the operand is the stored tile transposed
+  /// Whether k runs along the stored rows: A stored [M][K], B stored [N][K] (read transposed).
+  bool kMajor(bool isB) const { return transposed == isB; }
+};
+std::optional<StagedOperand> stagedOperand(mlir::Value operand);
+
+/// Whether `dot` runs on Hopper's warpgroup MMA (wgmma.mma_async): an mma layout with 16 rows
+/// a warp in whole warpgroups, B (and A unless in registers) in stages wgmma can describe.
+bool lowersToWarpgroupMma(DotOp dot);
+
 } // namespace tessera::tile
 
 #endif // TESSERA_COMPILER_DIALECT_TILE_LAYOUTS_H

@@ -272,15 +272,35 @@ def Tile_DotOp : Tile_Op<"dot", [Pure, AllTypesMatch<["acc", "result"]>]> {
     `input_precision` ieee, tf32 or tf32x3), i8 -> i32. `input_precision` other than ieee
     is only meaningful for f32 inputs.
 
+    With `async` (set by tile-async-dots on dots that run on Hopper's wgmma), the dot is only
+    issued: its result may be read after a `tile.dot_wait` that hands it on, or be the
+    accumulator of the next async dot of the same shape.
+
     Example:
     `%c = tile.dot %a, %b, %acc : tensor<128x64xf16> * tensor<64x128xf16> -> tensor<128x128xf32>`
   }];
   let arguments = (ins Tile_Tile:$a, Tile_Tile:$b, Tile_Tile:$acc,
                        DefaultValuedAttr<Tile_InputPrecisionAttr,
-                                         "::tessera::tile::InputPrecision::ieee">:$input_precision);
+                                         "::tessera::tile::InputPrecision::ieee">:$input_precision,
+                       UnitAttr:$async);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = "$a `,` $b `,` $acc attr-dict `:` type($a) `*` type($b) `->` type($result)";
   let hasVerifier = 1;
+}
+
+def Tile_DotWaitOp : Tile_Op<"dot_wait", [MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["values", "results"]>]> {
+  let summary = "wait until at most `pending` async dots of this warpgroup are in flight";
+  let description = [{
+    Async dots complete in the order they were issued. The results are `values` (results of
+    async dots that have completed by then), which nothing reads before the wait. With
+    `barrier`, the CTA then synchronizes: every warpgroup's dots issued before it, but the last
+    `pending`, have finished reading shared memory, whose stages may then be refilled.
+
+    Example: `%d = tile.dot_wait %c {pending = 1 : i32} : tensor<128x128xf32>`
+  }];
+  let arguments = (ins Variadic<Tile_Tile>:$values, I32Attr:$pending, UnitAttr:$barrier);
+  let results = (outs Variadic<Tile_Tile>:$results);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {

@@ -1,0 +1,149 @@
+// tile-async-dots: wgmma dots issued asynchronously, waited for where their results are read
+// (see Passes.td).
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/Passes.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_TILEASYNCDOTS
+#include "tessera/compiler/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera::tile;
+
+namespace {
+
+bool isAsyncDot(Operation *op) {
+  auto dot = dyn_cast<DotOp>(op);
+  return dot && dot.getAsync();
+}
+
+/// Whether `op` has async dots or waits inside its regions: the groups in flight after it
+/// cannot be counted from its block.
+bool holdsAsyncWork(Operation *op) {
+  bool found = false;
+  for (Region &region : op->getRegions())
+    region.walk([&](Operation *inner) { found |= isAsyncDot(inner) || isa<DotWaitOp>(inner); });
+  return found;
+}
+
+/// Whether `dot`'s result only feeds a later async dot of its block as the accumulator: wgmma
+/// orders dots on the same accumulators itself, so it stays in flight.
+bool chainsToNextDot(DotOp dot) {
+  if (!dot->hasOneUse())
+    return false;
+  OpOperand &use = *dot->use_begin();
+  return isAsyncDot(use.getOwner()) && use.getOperandNumber() == 2 && use.getOwner()->getBlock() == dot->getBlock();
+}
+
+/// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
+/// async dot of the body (the matmul's k loop), or null.
+scf::ForOp carriedInFlight(DotOp dot) {
+  if (!dot->hasOneUse())
+    return {};
+  OpOperand &use = *dot->use_begin();
+  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
+  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
+  if (!loop || yield->getBlock() != dot->getBlock())
+    return {};
+  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
+  if (!carried.hasOneUse())
+    return {};
+  OpOperand &next = *carried.use_begin();
+  return isAsyncDot(next.getOwner()) && next.getOperandNumber() == 2 && next.getOwner()->getBlock() == dot->getBlock()
+             ? loop
+             : scf::ForOp();
+}
+
+/// Waits for `values` (results of async dots) before `at`, all but the last `pending` dots
+/// done; later reads of the values read the wait's results.
+DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool barrier) {
+  OpBuilder b(at);
+  auto wait = DotWaitOp::create(b, at->getLoc(), values.getTypes(), values, b.getI32IntegerAttr(pending),
+                                barrier ? b.getUnitAttr() : UnitAttr());
+  for (auto [value, waited] : llvm::zip(values, wait.getResults()))
+    value.replaceAllUsesExcept(waited, wait);
+  return wait;
+}
+
+/// The matmul case: the body's dots carried in flight into the next iteration (`carried`, in
+/// `loop`'s body with `count` async dots). After the last dot, a wait leaves this iteration's
+/// dots in flight and a barrier makes sure every warpgroup is done with the previous
+/// iteration's stages; the refills move after it. The loop's results are waited for after it.
+void keepInFlight(scf::ForOp loop, ArrayRef<DotOp> carried, int64_t count, Operation *lastDot) {
+  Block *body = loop.getBody();
+  DotWaitOp wait = waitBefore(lastDot->getNextNode(), {}, count, /*barrier=*/true);
+  SmallVector<Operation *> refills;
+  for (Operation &op : *body) {
+    if (&op == wait.getOperation())
+      break;
+    if (isa<AsyncCopyOp, AsyncCommitOp>(op))
+      refills.push_back(&op);
+  }
+  Operation *after = wait;
+  for (Operation *refill : refills) {
+    refill->moveAfter(after);
+    after = refill;
+  }
+  SmallVector<Value> results;
+  for (DotOp dot : carried)
+    results.push_back(loop.getResult(dot->use_begin()->getOperandNumber()));
+  waitBefore(loop->getNextNode(), results, 0, /*barrier=*/false);
+}
+
+/// Makes the wgmma dots of `block` async and places their waits.
+void placeWaits(Block &block) {
+  SmallVector<DotOp> dots;
+  for (Operation &op : block)
+    if (auto dot = dyn_cast<DotOp>(op); dot && lowersToWarpgroupMma(dot)) {
+      dot.setAsync(true);
+      dots.push_back(dot);
+    }
+  if (dots.empty())
+    return;
+
+  // Dots kept in flight across iterations: only where every dot of the body is such a chain
+  // and nothing else in it issues dots (with other dots in the body, the next iteration's
+  // first wait would end the overlap anyway, and ptxas, unsure, waits where it likes).
+  SmallVector<DotOp> carried;
+  scf::ForOp loop;
+  for (DotOp dot : dots)
+    if (scf::ForOp carrier = carriedInFlight(dot)) {
+      loop = carrier;
+      carried.push_back(dot);
+    }
+  bool onlyChains = llvm::all_of(dots, [&](DotOp dot) { return chainsToNextDot(dot) || llvm::is_contained(carried, dot); });
+  if (!loop || !onlyChains || llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op); }))
+    carried.clear();
+  else
+    keepInFlight(loop, carried, int64_t(dots.size()), dots.back());
+
+  for (DotOp dot : dots) {
+    if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
+      continue;
+    // The first op that reads the result, issues or waits for dots we cannot count, or refills
+    // a stage the dot may be reading; the terminator at the latest.
+    int64_t pending = 0;
+    Operation *at = dot->getNextNode();
+    for (;; at = at->getNextNode()) {
+      bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
+      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp>(at) || at->hasTrait<OpTrait::IsTerminator>())
+        break;
+      pending += isAsyncDot(at);
+    }
+    waitBefore(at, dot.getResult(), pending, /*barrier=*/false);
+  }
+}
+
+struct TileAsyncDotsPass : tessera::impl::TileAsyncDotsBase<TileAsyncDotsPass> {
+  void runOnOperation() override {
+    SmallVector<Block *> blocks;
+    getOperation().walk([&](Block *block) { blocks.push_back(block); });
+    for (Block *block : blocks)
+      placeWaits(*block);
+  }
+};
+
+} // namespace

@@ -1,0 +1,132 @@
+// RUN: tessera-opt %s -split-input-file -tile-async-dots | FileCheck %s
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// FlashAttention-3's order: this block's scores and the previous block's P @ V are both
+// issued; the scores are waited for with P @ V still in flight (pending 1), so the softmax
+// overlaps it; P @ V is waited for (pending 0) where the rescale reads it.
+// CHECK-LABEL: func.func @overlap_softmax
+// CHECK: scf.for
+// CHECK: %[[S:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[SW:.*]] = tile.dot_wait %[[S]] : {{.*}} {pending = 1 : i32}
+// CHECK-NEXT: arith.mulf %[[SW]]
+// CHECK: %[[OW:.*]] = tile.dot_wait %[[O]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: arith.mulf %[[OW]]
+// CHECK-NOT: tile.dot_wait
+// CHECK: scf.yield
+func.func @overlap_softmax(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out:2 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %p = %p0)
+      -> (tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>) : i32 {
+    %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %s = tile.dot %qs, %kt, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %o = tile.dot %p, %vs, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %scaled = arith.mulf %s, %scale : tensor<128x64xf32, #mma>
+    %next = arith.truncf %scaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+    %pa = tile.convert_layout %next : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+    %rescaled = arith.mulf %o, %scale : tensor<128x64xf32, #mma>
+    scf.yield %rescaled, %pa : tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>
+  }
+  return %out#0 : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+#blk = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [8, 1], order = [1, 0]>
+
+// A matmul's k loop: the accumulator stays in flight into the next iteration. After its dot,
+// the body waits for the previous iteration's (pending 1) in every warpgroup (barrier) and
+// only then refills the stage that dot read; the result is waited for after the loop.
+// CHECK-LABEL: func.func @matmul_in_flight
+// CHECK: scf.for
+// CHECK: tile.async_wait 1
+// CHECK: %[[D:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.dot_wait {barrier, pending = 1 : i32}
+// CHECK-NEXT: tile.async_copy
+// CHECK-NEXT: tile.async_commit
+// CHECK-NEXT: scf.yield %[[D]]
+// CHECK: %[[R:.*]] = tile.dot_wait %{{.*}} : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: tile.async_wait 0
+// CHECK-NEXT: return %[[R]]
+func.func @matmul_in_flight(%ptrs: tensor<128x64x!tile.ptr<f16>, #blk>, %mask: tensor<128x64xi1, #blk>, %n: i32)
+    -> tensor<128x64xf32, #mma> attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %ra = tile.shared_alloc : !tile.shared<3 x tensor<128x64xf16>>
+  %rb = tile.shared_alloc : !tile.shared<3 x tensor<64x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
+    tile.async_wait 1
+    %x = tile.shared_load %ra[%i] : !tile.shared<3 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %y = tile.shared_load %rb[%i] : !tile.shared<3 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    tile.async_copy %ptrs, %mask into %ra[%i] : tensor<128x64x!tile.ptr<f16>, #blk>, tensor<128x64xi1, #blk>, !tile.shared<3 x tensor<128x64xf16>>
+    tile.async_commit
+    %d = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %d : tensor<128x64xf32, #mma>
+  }
+  tile.async_wait 0
+  return %out : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// A dot chained into the next one as its accumulator is not waited for; a loop with dots of
+// its own ends the overlap (its groups cannot be counted from outside), and inside it the
+// carried accumulator, also read elsewhere, is waited for before the yield. Without
+// tile.warpgroup_mma dots stay synchronous.
+// CHECK-LABEL: func.func @chain_and_inner_loop
+// CHECK: %[[X:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[Y:.*]] = tile.dot {{.*}}, %[[X]] {async}
+// CHECK-NEXT: %[[YW:.*]] = tile.dot_wait %[[Y]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: scf.for {{.*}} iter_args(%{{.*}} = %[[YW]])
+// CHECK: tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.dot_wait {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: scf.yield
+// CHECK-LABEL: func.func @synchronous
+// CHECK-NOT: async
+// CHECK-NOT: tile.dot_wait
+func.func @chain_and_inner_loop(%p: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+  %x = tile.dot %p, %vs, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  %y = tile.dot %p, %vs, %x : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %y) -> (tensor<128x64xf32, #mma>) : i32 {
+    %ws = tile.shared_load %v[%i] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %twice = arith.addf %acc, %acc : tensor<128x64xf32, #mma>
+    %d = tile.dot %p, %ws, %twice : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %d : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
+}
+func.func @synchronous(%p: tensor<128x64xf16, #a>) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32} {
+  %c0 = arith.constant 0 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+  %x = tile.dot %p, %vs, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  return %x : tensor<128x64xf32, #mma>
+}
