@@ -51,23 +51,48 @@ template <typename T> Kernel forward() {
     }
 
     OnlineSoftmax softmax(bm, d);
+    // With OVERLAP_SOFTMAX, FlashAttention-3's order: each block's P @ V is issued after the
+    // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed.
+    const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
     auto visit = [&](Tile begin, Tile end, bool masked) {
-      for_range(begin, end, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
+      if (overlap)
+        softmax.defer(bn, T::dtype);
+      // V of key rows `cols` (rows outside [begin, end) read as 0 where `bounded`).
+      auto load_v = [&](const Tile &cols, bool bounded) {
+        Tile ok = broadcast_to(dim_ok, {bn, d});
+        if (masked || bounded)
+          ok = ok && expand_dims(cols, 1) < (bounded ? end : n_kv);
+        if (bounded)
+          ok = ok && expand_dims(cols, 1) >= begin;
+        return loadRows(v_base, cols, v_sn, dims, ok);
+      };
+      Carried carried{softmax.acc, softmax.row_max, softmax.row_sum};
+      if (overlap)
+        carried.push_back(softmax.pending_p);
+      for_range(begin, end, bn, carried, [&](Tile start) {
         Tile cols = start + arange(0, bn);
         Tile kv_ok = broadcast_to(dim_ok, {bn, d});
         if (masked)
           kv_ok = kv_ok && expand_dims(cols, 1) < n_kv;
         // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
         Tile k_tile = loadRows(k_base, cols, k_sn, dims, kv_ok);
-        Tile scores = dot(q_tile, trans(k_tile)) * qk_scale;
+        Tile qk = dot(q_tile, trans(k_tile));
+        if (overlap)
+          softmax.multiply_pending(load_v(cols - bn, true));
+        Tile scores = qk * qk_scale;
         if (masked) {
           Tile visible = expand_dims(cols, 0) < n_kv;
           if (causal)
             visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
           scores = where(visible, scores, -INFINITY);
         }
-        softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, kv_ok); });
+        if (overlap)
+          softmax.add_deferred(scores);
+        else
+          softmax.add(scores, [&] { return load_v(cols, false); });
       });
+      if (overlap) // the last block's V: its first row is the last multiple of BLOCK_N past begin
+        softmax.multiply_pending(load_v(begin + maximum(end - begin - 1, 0) / bn * bn + arange(0, bn), true));
     };
     if (split)
       visit(0, full_end, false);

@@ -73,10 +73,12 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
                                  const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
                                  const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc) {
   using namespace tessera::dsl;
+  // Both products of the block first: on Hopper (async wgmma) P^T is computed while dP^T runs,
+  // and dS^T while dV's product runs.
   Tile s_t = dot(k, trans(q));
+  Tile dp_t = dot(v, trans(dout));
   Tile p_t = where(visible, exp2(score.logits(s_t) - expand_dims(row_lse, 0)), 0.0);
   dv_acc = dot(p_t.to(q.dtype()), dout, dv_acc);
-  Tile dp_t = dot(v, trans(dout));
   Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
   if (score.slope)
     ds_t = ds_t * score.slope(s_t);
@@ -89,8 +91,8 @@ inline void accumulateQueries(const dsl::Tile &q, const dsl::Tile &k, const dsl:
                               const ScoreTransform &score, dsl::Tile &dq_acc) {
   using namespace tessera::dsl;
   Tile s = dot(q, trans(k));
+  Tile dp = dot(dout, trans(v)); // issued before P is computed: they overlap on Hopper
   Tile p = where(visible, exp2(score.logits(s) - expand_dims(row_lse, 1)), 0.0);
-  Tile dp = dot(dout, trans(v));
   Tile ds = p * (dp - expand_dims(row_delta, 1));
   if (score.slope)
     ds = ds * score.slope(s);

@@ -29,11 +29,13 @@ struct Case {
   int batch, n_q, n_kv, heads_q, heads_kv, d;
   bool causal, bhsd;
   DType dtype;
+  bool overlap = false; // the first tuned config in FlashAttention-3's order (OVERLAP_SOFTMAX)
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) {
   return os << c.batch << "x" << c.n_q << "x" << c.n_kv << " heads " << c.heads_q << "/" << c.heads_kv << " d"
-            << c.d << (c.causal ? " causal" : "") << (c.bhsd ? " BHSD" : " BSHD") << " " << dsl::to_string(c.dtype);
+            << c.d << (c.causal ? " causal" : "") << (c.bhsd ? " BHSD" : " BSHD") << " " << dsl::to_string(c.dtype)
+            << (c.overlap ? " overlapped" : "");
 }
 
 /// Host memory registered with the interpreter, with a [batch, n, heads, d] view in either layout.
@@ -72,6 +74,10 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   TensorView lse_view{lse_memory.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
   AttentionOptions options;
   options.causal = c.causal;
+  for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
+    if (c.overlap && !options.config && config.get("OVERLAP_SOFTMAX", 0))
+      options.config = config;
+  ASSERT_EQ(c.overlap, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
 
   // Each head gathered contiguous for the shared fp64 reference.
@@ -118,7 +124,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16},   // 40 fully masked rows
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16},   // no keys: 0 and -inf
                       Case{1, 20, 40, 1, 1, 256, false, true, DType::bf16}, // widest head dim
-                      Case{2, 64, 64, 3, 3, 40, true, false, DType::f16}));  // odd d, causal square
+                      Case{2, 64, 64, 3, 3, 40, true, false, DType::f16},    // odd d, causal square
+                      // FlashAttention-3's order: ragged tails, empty loops, no keys at all.
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, true},
+                      Case{1, 70, 130, 1, 1, 128, false, true, DType::bf16, true},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, true},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, true}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -244,6 +255,10 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   TensorView lse_view{lse.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
   AttentionOptions options;
   options.causal = c.causal;
+  for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
+    if (c.overlap && !options.config && config.get("OVERLAP_SOFTMAX", 0))
+      options.config = config;
+  ASSERT_EQ(c.overlap, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
   Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);

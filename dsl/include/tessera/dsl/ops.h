@@ -117,7 +117,7 @@ template <typename... Ts> void print(const std::string &prefix, const Ts &...val
 }
 
 // --- Runtime control flow -------------------------------------------------------------------
-using Carried = std::initializer_list<std::reference_wrapper<Tile>>;
+using Carried = std::vector<std::reference_wrapper<Tile>>;
 
 /// for (i = lo; i < hi; i += step) body(i), as one loop in the kernel. The variables listed
 /// in `carried` may be reassigned by the body; they hold the loop's final values afterwards.

@@ -23,15 +23,24 @@ struct OnlineSoftmax {
   /// load issues where the kernel's schedule wants it).
   void add(const dsl::Tile &scores, const std::function<dsl::Tile()> &load_v) {
     using namespace tessera::dsl;
-    Tile new_max = maximum(row_max, max(scores, 1));
-    // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
-    Tile shift = where(new_max == -INFINITY, 0.0, new_max);
-    Tile p = exp2(scores - expand_dims(shift, 1));
-    Tile alpha = exp2(row_max - shift);
-    row_sum = row_sum * alpha + sum(p, 1);
+    Tile alpha, p = fold(scores, alpha);
     Tile v = load_v();
     acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
-    row_max = new_max;
+  }
+
+  /// FlashAttention-3's order, for Hopper's asynchronous wgmma: each block's P @ V is issued
+  /// one block later, right after that block's Q K^T and before the softmax reads its scores,
+  /// so the softmax math runs while the tensor cores multiply. Per key block:
+  /// `s = dot(q, trans(k)); multiply_pending(v of the previous block); add_deferred(scores)`;
+  /// after the last block, `multiply_pending(its v)`. `pending_p` (carry it with the state)
+  /// starts as zeros [rows, block] of V's dtype (defer(block, dtype)), so the first product adds 0.
+  dsl::Tile pending_p;
+  void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
+  void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
+  void add_deferred(const dsl::Tile &scores) {
+    dsl::Tile alpha, p = fold(scores, alpha);
+    acc = acc * dsl::expand_dims(alpha, 1);
+    pending_p = p.to(pending_p.dtype());
   }
 
   /// softmax(scores) V per row, in `dtype`; 0 for rows that saw no key.
@@ -45,6 +54,19 @@ struct OnlineSoftmax {
   }
 
 private:
+  /// The running max and sum updated with `scores`; returns their exponentials and sets `alpha`,
+  /// the factor that rescales what was accumulated before.
+  dsl::Tile fold(const dsl::Tile &scores, dsl::Tile &alpha) {
+    using namespace tessera::dsl;
+    Tile new_max = maximum(row_max, max(scores, 1));
+    // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
+    Tile shift = where(new_max == -INFINITY, 0.0, new_max);
+    Tile p = exp2(scores - expand_dims(shift, 1));
+    alpha = exp2(row_max - shift);
+    row_sum = row_sum * alpha + sum(p, 1);
+    row_max = new_max;
+    return p;
+  }
   dsl::Tile safe_sum() const { return dsl::where(row_sum == 0.0, 1.0, row_sum); }
 };
 
