@@ -64,23 +64,45 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
     OnlineSoftmax softmax(bm, d);
-    // One loop over (listed block, step of BLOCK_N in it), so that K and V pipeline across blocks.
+    // One loop over (listed block, step of BLOCK_N in it), so that K and V pipeline across blocks;
+    // with OVERLAP_SOFTMAX in FlashAttention-3's order (see the dense forward).
     const int64_t steps = mask_bn / bn;
+    const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
     auto visit = [&](Tile first, Tile count, bool partial) {
-      for_range(0, count * steps, 1, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile j) {
-        Tile start = load(record + first + j / steps) * mask_bn + j % steps * bn;
-        Tile cols = start + arange(0, bn);
-        Tile ok = partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok;
-        Tile k_tile = loadRows(k_base, cols, k_sn, dims, ok);
+      // The keys of iteration j of this list, and whether they may be read.
+      auto columns = [&](const Tile &j) {
+        return load(record + first + j / steps) * mask_bn + j % steps * bn + arange(0, bn);
+      };
+      auto readable = [&](const Tile &cols) { return partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok; };
+      Carried carried{softmax.acc, softmax.row_max, softmax.row_sum};
+      if (overlap) {
+        softmax.defer(bn, T::dtype);
+        carried.push_back(softmax.pending_p);
+      }
+      for_range(0, count * steps, 1, carried, [&](Tile j) {
+        Tile cols = columns(j);
+        Tile k_tile = loadRows(k_base, cols, k_sn, dims, readable(cols));
+        Tile qk = dot(q_tile, trans(k_tile));
+        if (overlap) { // the previous iteration's V (none before the first)
+          Tile previous = columns(maximum(j - 1, 0));
+          softmax.multiply_pending(loadRows(v_base, previous, v_sn, dims, readable(previous) && j > 0));
+        }
         Tile scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
                                      expand_dims(minimum(cols, n_kv - 1), 0), score_aux)
-                          .logits(dot(q_tile, trans(k_tile)));
+                          .logits(qk);
         if (partial)
           scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                    mask_aux),
                          scores, -INFINITY);
-        softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, ok); });
+        if (overlap)
+          softmax.add_deferred(scores);
+        else
+          softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, readable(cols)); });
       });
+      if (overlap) { // the last iteration's V
+        Tile last = columns(maximum(count * steps - 1, 0));
+        softmax.multiply_pending(loadRows(v_base, last, v_sn, dims, readable(last) && count > 0));
+      }
     };
     visit(2, load(record), false);
     visit(2 + mask_kv_blocks, load(record + 1), true);

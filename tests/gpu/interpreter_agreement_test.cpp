@@ -193,51 +193,59 @@ TEST_F(InterpreterAgreement, AttentionBackward) {
 
 // Block-sparse attention with a mask and a score read from tensors (document ids, a bias
 // table), mask blocks of 128 visited in steps of the config's blocks, ragged ends.
+// d = 64 in the default (plain) order, d = 128 in the dense forward's default config:
+// FlashAttention-3's order (OVERLAP_SOFTMAX).
 TEST_F(InterpreterAgreement, BlockSparseAttentionWithModifiers) {
-  const int n = 300, heads = 2, d = 64;
-  std::vector<int32_t> documents(n);
-  for (int i = 0; i < n; ++i)
-    documents[i] = i < 90 ? 0 : i < 260 ? 1 : 2;
-  std::vector<float> table(2 * n);
-  for (size_t i = 0; i < table.size(); ++i)
-    table[i] = 0.02f * float(i % 13) - 0.1f;
-  kernels::Modifiers mods;
-  mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
-    return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
-  };
-  mods.score_mod = [](const Tile &s, const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &bias) {
-    return 8.0 * tanh(s / 8.0) + load(bias + (kv - q + 299));
-  };
-  kernels::BlockSparseAttention attention(mods);
-  auto q = random_bits(size_t(n) * heads * d, 11, false), k = random_bits(q.size(), 12, false),
-       v = random_bits(q.size(), 13, false);
-  using Result = std::pair<std::vector<uint16_t>, std::vector<float>>;
-  auto [gpu, interpreted] = on_both<Result>([&] {
-    kernels::BlockMask mask = kernels::BlockMask::documents(1, n, documents, true);
-    jit::DeviceBuffer qd = upload16(q), kd = upload16(k), vd = upload16(v), o(q.size() * 2), lse(heads * n * 4),
-                      ids(n * 4), bias(table.size() * 4);
-    ids.copy_from_host(documents.data(), n * 4);
-    bias.copy_from_host(table.data(), table.size() * 4);
-    const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
-    auto view = [&](jit::DeviceBuffer &b) {
-      return kernels::TensorView{b.data(), DType::f16, {1, n, heads, d}, {}, where};
+  for (const int d : {64, 128}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const int n = 300, heads = 2;
+    std::vector<int32_t> documents(n);
+    for (int i = 0; i < n; ++i)
+      documents[i] = i < 90 ? 0 : i < 260 ? 1 : 2;
+    std::vector<float> table(2 * n);
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] = 0.02f * float(i % 13) - 0.1f;
+    kernels::Modifiers mods;
+    mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
+      return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
     };
-    kernels::SparseInputs inputs;
-    inputs.mask_aux = ids.data();
-    inputs.score_aux = bias.data();
-    attention.forward(view(qd), view(kd), view(vd), view(o),
-                      {lse.data(), DType::f32, {1, heads, n}, {}, where}, mask, {}, inputs);
-    Result result{download16(o, q.size()), std::vector<float>(heads * n)};
-    lse.copy_to_host(result.second.data(), heads * n * 4);
-    return result;
-  });
-  double worst = 0, worst_lse = 0;
-  for (size_t i = 0; i < gpu.first.size(); ++i)
-    worst = std::max(worst, double(std::abs(from_half(gpu.first[i]) - from_half(interpreted.first[i]))));
-  for (size_t i = 0; i < gpu.second.size(); ++i)
-    worst_lse = std::max(worst_lse, double(std::abs(gpu.second[i] - interpreted.second[i])));
-  EXPECT_LE(worst, 2e-3);
-  EXPECT_LE(worst_lse, 1e-4);
+    mods.score_mod = [](const Tile &s, const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &bias) {
+      return 8.0 * tanh(s / 8.0) + load(bias + (kv - q + 299));
+    };
+    kernels::BlockSparseAttention attention(mods);
+    auto q = random_bits(size_t(n) * heads * d, 11, false), k = random_bits(q.size(), 12, false),
+         v = random_bits(q.size(), 13, false);
+    using Result = std::pair<std::vector<uint16_t>, std::vector<float>>;
+    auto [gpu, interpreted] = on_both<Result>([&] {
+      kernels::BlockMask mask = kernels::BlockMask::documents(1, n, documents, true);
+      jit::DeviceBuffer qd = upload16(q), kd = upload16(k), vd = upload16(v), o(q.size() * 2), lse(heads * n * 4),
+                        ids(n * 4), bias(table.size() * 4);
+      ids.copy_from_host(documents.data(), n * 4);
+      bias.copy_from_host(table.data(), table.size() * 4);
+      const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
+      auto view = [&](jit::DeviceBuffer &b) {
+        return kernels::TensorView{b.data(), DType::f16, {1, n, heads, d}, {}, where};
+      };
+      kernels::SparseInputs inputs;
+      inputs.mask_aux = ids.data();
+      inputs.score_aux = bias.data();
+      kernels::AttentionOptions options;
+      if (d == 128)
+        options.config = kernels::attention_forward_configs(d, false).front();
+      attention.forward(view(qd), view(kd), view(vd), view(o),
+                        {lse.data(), DType::f32, {1, heads, n}, {}, where}, mask, options, inputs);
+      Result result{download16(o, q.size()), std::vector<float>(heads * n)};
+      lse.copy_to_host(result.second.data(), heads * n * 4);
+      return result;
+    });
+    double worst = 0, worst_lse = 0;
+    for (size_t i = 0; i < gpu.first.size(); ++i)
+      worst = std::max(worst, double(std::abs(from_half(gpu.first[i]) - from_half(interpreted.first[i]))));
+    for (size_t i = 0; i < gpu.second.size(); ++i)
+      worst_lse = std::max(worst_lse, double(std::abs(gpu.second[i] - interpreted.second[i])));
+    EXPECT_LE(worst, 2e-3);
+    EXPECT_LE(worst_lse, 1e-4);
+  }
 }
 
 // The block-sparse backward (a mask read from a tensor, a softcap with its derivative):

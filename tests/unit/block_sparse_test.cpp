@@ -47,7 +47,7 @@ class BlockSparse : public Interpreted<> {
 protected:
   /// Runs `attention` on random f16 inputs and checks O and LSE against the reference.
   void check(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention, const HostMask &partial,
-             const HostScore &score = {}, const SparseInputs &inputs = {}) {
+             const HostScore &score = {}, const SparseInputs &inputs = {}, const AttentionOptions &options = {}) {
     std::mt19937 rng(p.n_q * 7 + p.n_kv);
     auto tensor = [&](int n, int heads) { return randomHalves(rng, size_t(p.batch) * n * heads * p.d); };
     Registered<uint16_t> q(tensor(p.n_q, p.heads_q)), k(tensor(p.n_kv, p.heads_kv)), v(tensor(p.n_kv, p.heads_kv)),
@@ -58,7 +58,7 @@ protected:
     };
     attention.forward(view(q, p.n_q, p.heads_q), view(k, p.n_kv, p.heads_kv), view(v, p.n_kv, p.heads_kv),
                       view(o, p.n_q, p.heads_q), {lse.ptr(), DType::f32, {p.batch, p.heads_q, p.n_q}, {}, DeviceType::cpu},
-                      mask, {}, inputs);
+                      mask, options, inputs);
 
     const double scale = 1 / std::sqrt(double(p.d));
     double worst = 0, naive = 0, worst_lse = 0;
@@ -254,6 +254,28 @@ TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
   EXPECT_EQ(mask.state(0, 0, 2, 2), states[2 * 3 + 2] == BlockMask::State::full ? BlockMask::State::partial
                                                                                 : states[2 * 3 + 2])
       << "the ragged last key block is never full";
+}
+
+// FlashAttention-3's order (OVERLAP_SOFTMAX): P @ V one iteration late across listed blocks of
+// two BLOCK_N steps each, full and partial lists, empty rows and ragged ends.
+TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
+  Problem p{1, 150, 170, 2, 1, 64};
+  std::mt19937 rng(5);
+  std::vector<BlockMask::State> states(2 * 3 * 3);
+  for (auto &s : states)
+    s = BlockMask::State(rng() % 3);
+  for (int j = 0; j < 3; ++j)
+    states[3 + j] = BlockMask::State::skip; // head 0, query block 1: no keys
+  states[0] = BlockMask::State::full;
+  BlockMask mask(1, 2, 150, 170, 64, 64, states);
+  AttentionOptions overlapped;
+  overlapped.config = attention_forward_configs(64, false).front();
+  for (auto [key, value] : {std::pair<const char *, int64_t>{"BLOCK_M", 64}, {"BLOCK_N", 32}, {"num_warps", 4},
+                            {"OVERLAP_SOFTMAX", 1}})
+    overlapped.config->set(key, value);
+  BlockSparseAttention stripes(
+      maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 2 * kv + h) % 5 != 0; }));
+  check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
 }
 
 TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {
