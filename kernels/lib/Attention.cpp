@@ -558,14 +558,16 @@ struct BlockSparseAttention::Compiled {
 
   /// The config of `pass` (0 forward, 1 dK/dV, 2 dQ) for these arguments: the given one
   /// (already checked against the mask), the default when interpreted, otherwise tuned per
-  /// dtype, head dim, mask block size and sequence lengths rounded to powers of two.
+  /// dtype, head dim, mask block size, sequence lengths and blocks a program visits (its
+  /// mask row's, on average) rounded to powers of two: a few blocks a row want other configs
+  /// than many.
   dsl::Config configFor(int pass, const std::optional<dsl::Config> &given, bool bf16, int64_t padded,
                         const BlockMask &mask, const jit::GridFn &grid, const std::vector<dsl::LaunchArg> &args,
                         size_t nqArgument);
 
 private:
   std::mutex mutex;
-  std::map<std::tuple<int, bool, int64_t, int64_t, int64_t>, std::unique_ptr<jit::Autotuner>> tuners;
+  std::map<std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<jit::Autotuner>> tuners;
 };
 
 BlockSparseAttention::BlockSparseAttention(Modifiers modifiers) : compiled_(new Compiled(modifiers)) {}
@@ -608,14 +610,19 @@ dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optio
     return *given;
   if (interpreter::enabled())
     return sparseDefaults(padded, mask.block_m(), mask.block_n())[pass];
+  // dK/dV programs walk a column of the mask, the others a row.
+  const int64_t visited = powerOfTwoAtLeast(
+      std::max<int64_t>(1, std::llround(mask.density() * double(pass == 1 ? mask.q_blocks() : mask.kv_blocks()))));
   std::unique_ptr<jit::Autotuner> *slot;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    slot = &tuners[{pass, bf16, padded, mask.block_m(), mask.block_n()}];
+    slot = &tuners[{pass, bf16, padded, mask.block_m(), mask.block_n(), visited}];
     if (!*slot) {
       jit::Autotuner::Options options;
-      options.key_extra = [nqArgument, bm = mask.block_m(), bn = mask.block_n()](const std::vector<dsl::LaunchArg> &a) {
-        return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + "," + lengthsKey(a, nqArgument);
+      options.key_extra = [nqArgument, visited, bm = mask.block_m(),
+                           bn = mask.block_n()](const std::vector<dsl::LaunchArg> &a) {
+        return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + ",visits" + std::to_string(visited) + "," +
+               lengthsKey(a, nqArgument);
       };
       const dsl::Kernel &kernel = pass == 0 ? forward[bf16] : pass == 1 ? keysValues[bf16] : queries[bf16];
       *slot = std::make_unique<jit::Autotuner>(kernel, sparseSpaces(padded, mask.block_m(), mask.block_n())[pass],
