@@ -57,6 +57,18 @@ scf::ForOp carriedInFlight(DotOp dot) {
              : scf::ForOp();
 }
 
+/// Whether the refills of `body` (its cp.async copies and commits) may move to its end: no
+/// wait for copy groups follows any of them (it would count the moved groups differently).
+bool refillsMovable(Block &body) {
+  bool refilled = false;
+  for (Operation &op : body) {
+    if (isa<AsyncWaitOp>(op) && refilled)
+      return false;
+    refilled |= isa<AsyncCopyOp, AsyncCommitOp>(op);
+  }
+  return true;
+}
+
 /// Waits for `values` (results of async dots) before `at`, all but the last `pending` dots
 /// done; later reads of the values read the wait's results.
 DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool barrier) {
@@ -104,9 +116,10 @@ void placeWaits(Block &block) {
   if (dots.empty())
     return;
 
-  // Dots kept in flight across iterations: only where every dot of the body is such a chain
-  // and nothing else in it issues dots (with other dots in the body, the next iteration's
-  // first wait would end the overlap anyway, and ptxas, unsure, waits where it likes).
+  // Dots kept in flight across iterations: only where every dot of the body is such a chain,
+  // nothing else in it issues dots (with other dots in the body, the next iteration's first
+  // wait would end the overlap anyway, and ptxas, unsure, waits where it likes) and its
+  // refills may move after the dots.
   SmallVector<DotOp> carried;
   scf::ForOp loop;
   for (DotOp dot : dots)
@@ -115,7 +128,8 @@ void placeWaits(Block &block) {
       carried.push_back(dot);
     }
   bool onlyChains = llvm::all_of(dots, [&](DotOp dot) { return chainsToNextDot(dot) || llvm::is_contained(carried, dot); });
-  if (!loop || !onlyChains || llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op); }))
+  if (!loop || !onlyChains || !refillsMovable(block) ||
+      llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op); }))
     carried.clear();
   else
     keepInFlight(loop, carried, int64_t(dots.size()), dots.back());

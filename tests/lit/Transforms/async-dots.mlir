@@ -88,6 +88,40 @@ func.func @matmul_in_flight(%ptrs: tensor<128x64x!tile.ptr<f16>, #blk>, %mask: t
 #mma = #tile.mma<warpsPerCTA = [8, 1]>
 #a = #tile.dot_op<opIdx = 0, parent = #mma>
 #b = #tile.dot_op<opIdx = 1, parent = #mma>
+#blk = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [8, 1], order = [1, 0]>
+
+// A wait for copy groups after a refill: moving the refill past it would change what it
+// waits for, so the dot is waited for in its own iteration.
+// CHECK-LABEL: func.func @refill_before_copy_wait
+// CHECK: tile.async_commit
+// CHECK-NEXT: tile.async_wait 0
+// CHECK: %[[D:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[W:.*]] = tile.dot_wait %[[D]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: scf.yield %[[W]]
+func.func @refill_before_copy_wait(%ptrs: tensor<128x64x!tile.ptr<f16>, #blk>, %mask: tensor<128x64xi1, #blk>, %n: i32)
+    -> tensor<128x64xf32, #mma> attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %ra = tile.shared_alloc : !tile.shared<2 x tensor<128x64xf16>>
+  %rb = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
+    tile.async_copy %ptrs, %mask into %ra[%i] : tensor<128x64x!tile.ptr<f16>, #blk>, tensor<128x64xi1, #blk>, !tile.shared<2 x tensor<128x64xf16>>
+    tile.async_commit
+    tile.async_wait 0
+    %x = tile.shared_load %ra[%i] : !tile.shared<2 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %y = tile.shared_load %rb[%i] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %d = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %d : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
 
 // A dot chained into the next one as its accumulator is not waited for; a loop with dots of
 // its own ends the overlap (its groups cannot be counted from outside), and inside it the
