@@ -58,8 +58,7 @@ int main(int argc, char **argv) {
   const kernels::TensorView lseView{lse.data(), dsl::DType::f32, {B, H, N}, {}, kernels::DeviceType::cuda};
 
   kernels::Modifiers window;
-  window.mask_mod = [](const dsl::Tile &, const dsl::Tile &, const dsl::Tile &q, const dsl::Tile &kv,
-                       const dsl::Tile &) { return kv <= q && q - kv < 1024; };
+  window.mask_mod = kernels::mask_mods::sliding_window(1024);
   const kernels::BlockSparseAttention windowed(window), plain;
   std::printf("%-16s %8s %10s %10s %12s %12s\n", "mask", "density", "fwd ms", "bwd ms", "fwd TFLOP/s", "bwd TFLOP/s");
   auto measure = [&](const std::string &name, const kernels::BlockSparseAttention &attention,

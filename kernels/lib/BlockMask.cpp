@@ -169,6 +169,35 @@ BlockMask BlockMask::documents(int64_t batch, int64_t n, const std::vector<int32
       block_m, block_n);
 }
 
+namespace mask_mods {
+using dsl::Tile;
+
+MaskMod causal(int64_t n_q, int64_t n_kv) {
+  return [diagonal = n_kv - n_q](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+    return kv <= q + diagonal;
+  };
+}
+
+MaskMod sliding_window(int64_t window) {
+  return [window](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+    return kv <= q && q - kv < window;
+  };
+}
+
+MaskMod prefix_lm(int64_t prefix) {
+  return [prefix](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
+    return kv < prefix || kv <= q;
+  };
+}
+
+MaskMod documents(int64_t n, bool causal) {
+  return [n, causal](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
+    Tile same = dsl::load(ids + b * n + q) == dsl::load(ids + b * n + kv);
+    return causal ? same && kv <= q : same;
+  };
+}
+} // namespace mask_mods
+
 BlockMask::State BlockMask::state(int64_t batch, int64_t head, int64_t q_block, int64_t kv_block) const {
   return states_[((batch * heads_ + head) * q_blocks() + q_block) * kv_blocks() + kv_block];
 }

@@ -164,33 +164,19 @@ PYBIND11_MODULE(_tessera, m) {
         return states;
       }, "every block's state (0 skip, 1 partial, 2 full), [batch, heads, q_blocks, kv_blocks] row-major");
   m.def("block_mask_causal", [](int64_t batch, int64_t n_q, int64_t n_kv, int64_t bm, int64_t bn) {
-    const int64_t diagonal = n_kv - n_q;
-    return withMaskMod(kernels::BlockMask::causal(batch, n_q, n_kv, bm, bn),
-                       [diagonal](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
-                         return kv <= q + diagonal;
-                       });
+    return withMaskMod(kernels::BlockMask::causal(batch, n_q, n_kv, bm, bn), kernels::mask_mods::causal(n_q, n_kv));
   });
   m.def("block_mask_sliding_window", [](int64_t batch, int64_t n, int64_t window, int64_t bm, int64_t bn) {
     return withMaskMod(kernels::BlockMask::sliding_window(batch, n, window, bm, bn),
-                       [window](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
-                         return kv <= q && q - kv < window;
-                       });
+                       kernels::mask_mods::sliding_window(window));
   });
   m.def("block_mask_prefix_lm", [](int64_t batch, int64_t n, int64_t prefix, int64_t bm, int64_t bn) {
-    return withMaskMod(kernels::BlockMask::prefix_lm(batch, n, prefix, bm, bn),
-                       [prefix](const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &) {
-                         return kv < prefix || kv <= q;
-                       });
+    return withMaskMod(kernels::BlockMask::prefix_lm(batch, n, prefix, bm, bn), kernels::mask_mods::prefix_lm(prefix));
   });
   m.def("block_mask_documents", [](int64_t batch, int64_t n, std::vector<int32_t> ids, bool causal, int64_t bm,
                                    int64_t bn) {
     kernels::BlockMask mask = kernels::BlockMask::documents(batch, n, ids, causal, bm, bn);
-    return withMaskMod(std::move(mask),
-                       [n, causal](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
-                         Tile same = dsl::load(ids + b * n + q) == dsl::load(ids + b * n + kv);
-                         return causal ? same && kv <= q : same;
-                       },
-                       std::move(ids));
+    return withMaskMod(std::move(mask), kernels::mask_mods::documents(n, causal), std::move(ids));
   });
   m.def("block_mask_from_blocks", [](int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv,
                                      const std::vector<bool> &visited, int64_t bm, int64_t bn) {

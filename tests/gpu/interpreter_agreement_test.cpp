@@ -206,9 +206,7 @@ TEST_F(InterpreterAgreement, BlockSparseAttentionWithModifiers) {
     for (size_t i = 0; i < table.size(); ++i)
       table[i] = 0.02f * float(i % 13) - 0.1f;
     kernels::Modifiers mods;
-    mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
-      return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
-    };
+    mods.mask_mod = kernels::mask_mods::documents(n, true);
     mods.score_mod = [](const Tile &s, const Tile &, const Tile &, const Tile &q, const Tile &kv, const Tile &bias) {
       return 8.0 * tanh(s / 8.0) + load(bias + (kv - q + 299));
     };
@@ -256,9 +254,7 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
   for (int i = 0; i < n; ++i)
     documents[i] = i < 90 ? 0 : i < 260 ? 1 : 2;
   kernels::Modifiers mods;
-  mods.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
-    return load(ids + b * 300 + q) == load(ids + b * 300 + kv) && kv <= q;
-  };
+  mods.mask_mod = kernels::mask_mods::documents(n, true);
   mods.score_mod = [](const Tile &s, auto &...) { return 4.0 * tanh(s / 4.0); };
   mods.score_mod_grad = [](const Tile &s, auto &...) {
     Tile t = tanh(s / 4.0);

@@ -94,6 +94,12 @@ protected:
   }
 };
 
+Modifiers maskOnly(std::function<Tile(const Tile &, const Tile &, const Tile &, const Tile &, const Tile &)> mod) {
+  Modifiers m;
+  m.mask_mod = std::move(mod);
+  return m;
+}
+
 /// Document masking (causal within each of three documents) with the ids read from a tensor.
 struct Documents {
   static constexpr int n = 150;
@@ -109,9 +115,7 @@ struct Documents {
   SparseInputs inputs() { return {aux.ptr(), nullptr}; }
   static Modifiers modifiers() {
     Modifiers m;
-    m.mask_mod = [](const Tile &b, const Tile &, const Tile &q, const Tile &kv, const Tile &ids) {
-      return dsl::load(ids + b * n + q) == dsl::load(ids + b * n + kv) && kv <= q;
-    };
+    m.mask_mod = mask_mods::documents(n, true);
     return m;
   }
 };
@@ -210,27 +214,20 @@ void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAtt
     EXPECT_LE(worst[g], 3 * naive[g] + 2e-3) << names[g] << " (naive " << naive[g] << ")";
 }
 
-Modifiers maskOnly(std::function<Tile(const Tile &, const Tile &, const Tile &, const Tile &, const Tile &)> mod) {
-  Modifiers m;
-  m.mask_mod = std::move(mod);
-  return m;
-}
 
 TEST_F(BlockSparse, CausalRaggedGqa) {
   Problem p{2, 100, 130, 4, 2, 32};
-  BlockSparseAttention causal(maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q + 30; }));
+  BlockSparseAttention causal(maskOnly(mask_mods::causal(100, 130)));
   check(p, BlockMask::causal(2, 100, 130, 32, 32), causal, [](int, int, int q, int kv) { return kv <= q + 30; });
 }
 
 TEST_F(BlockSparse, SlidingWindowPrefixLmAndDocuments) {
   Problem p{1, 150, 150, 2, 1, 64};
-  BlockSparseAttention window(
-      maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q && q - kv < 48; }));
+  BlockSparseAttention window(maskOnly(mask_mods::sliding_window(48)));
   check(p, BlockMask::sliding_window(1, 150, 48, 32, 32), window,
         [](int, int, int q, int kv) { return kv <= q && q - kv < 48; });
 
-  BlockSparseAttention prefix(
-      maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv < 40 || kv <= q; }));
+  BlockSparseAttention prefix(maskOnly(mask_mods::prefix_lm(40)));
   check(p, BlockMask::prefix_lm(1, 150, 40, 64, 32), prefix, [](int, int, int q, int kv) { return kv < 40 || kv <= q; });
 
   // Document ids from a tensor: mask_mod reads them through its aux pointer.
@@ -304,7 +301,7 @@ TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {
 }
 
 TEST_F(BlockSparse, BackwardCausalGqaDocumentsAndRandomBlocks) {
-  BlockSparseAttention causal(maskOnly([](auto &, auto &, const Tile &q, const Tile &kv, auto &) { return kv <= q + 30; }));
+  BlockSparseAttention causal(maskOnly(mask_mods::causal(100, 130)));
   checkBackward({2, 100, 130, 4, 2, 32}, BlockMask::causal(2, 100, 130, 32, 32), causal,
                 [](int, int, int q, int kv) { return kv <= q + 30; });
 

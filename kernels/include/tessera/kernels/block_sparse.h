@@ -34,6 +34,23 @@ using MaskMod = std::function<dsl::Tile(const dsl::Tile &batch, const dsl::Tile 
 using ScoreMod = std::function<dsl::Tile(const dsl::Tile &score, const dsl::Tile &batch, const dsl::Tile &head,
                                          const dsl::Tile &q, const dsl::Tile &kv, const dsl::Tile &aux)>;
 
+/// The elementwise masks of BlockMask's ready-made builders, to pair with them (partial blocks
+/// need the mask_mod that made them partial):
+///   Modifiers mods;
+///   mods.mask_mod = mask_mods::sliding_window(1024);
+///   BlockSparseAttention(mods).forward(q, k, v, o, lse, BlockMask::sliding_window(B, N, 1024));
+namespace mask_mods {
+/// BlockMask::causal: key kv <= q + n_kv - n_q.
+MaskMod causal(int64_t n_q, int64_t n_kv);
+/// BlockMask::sliding_window: q - window < kv <= q.
+MaskMod sliding_window(int64_t window);
+/// BlockMask::prefix_lm: kv < prefix or kv <= q.
+MaskMod prefix_lm(int64_t prefix);
+/// BlockMask::documents: the same document id, read from `aux` (SparseInputs::mask_aux: the
+/// [batch, n] int32 ids on the device), and kv <= q when `causal`.
+MaskMod documents(int64_t n, bool causal);
+} // namespace mask_mods
+
 /// Which key blocks each (batch, head, query block) visits. Built on the host; its index
 /// arrays are copied to the GPU on first use there (or registered with the interpreter).
 class BlockMask {
