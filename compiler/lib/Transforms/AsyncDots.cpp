@@ -127,7 +127,8 @@ void placeWaits(Block &block) {
       loop = carrier;
       carried.push_back(dot);
     }
-  bool onlyChains = llvm::all_of(dots, [&](DotOp dot) { return chainsToNextDot(dot) || llvm::is_contained(carried, dot); });
+  bool onlyChains =
+      llvm::all_of(dots, [&](DotOp dot) { return chainsToNextDot(dot) || llvm::is_contained(carried, dot); });
   if (!loop || !onlyChains || !refillsMovable(block) ||
       llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op); }))
     carried.clear();
