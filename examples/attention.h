@@ -30,7 +30,7 @@ template <typename T> dsl::Kernel attention_forward() {
     Tile qk_scale = scale * kernels::OnlineSoftmax::log2e;
 
     kernels::OnlineSoftmax softmax(bm, d);
-    for_range(0, n_kv, bn, {softmax.acc, softmax.row_max, softmax.row_sum}, [&](Tile start) {
+    for_range(0, n_kv, bn, softmax.state(), [&](Tile start) {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 0) < n_kv;
       Tile k_tile = load(k_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);

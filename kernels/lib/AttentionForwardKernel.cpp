@@ -57,25 +57,23 @@ template <typename T> Kernel forward() {
     auto visit = [&](Tile begin, Tile end, bool masked) {
       if (overlap)
         softmax.defer(bn, T::dtype);
-      // V of key rows `cols` (rows outside [begin, end) read as 0 where `bounded`).
-      auto load_v = [&](const Tile &cols, bool bounded) {
+      // Which elements of K or V rows `cols` to read (those outside [begin, end) read as 0
+      // where `bounded`), and V's.
+      auto readable = [&](const Tile &cols, bool bounded) {
         Tile ok = broadcast_to(dim_ok, {bn, d});
         if (masked || bounded)
           ok = ok && expand_dims(cols, 1) < (bounded ? end : n_kv);
         if (bounded)
           ok = ok && expand_dims(cols, 1) >= begin;
-        return loadRows(v_base, cols, v_sn, dims, ok);
+        return ok;
       };
-      Carried carried{softmax.acc, softmax.row_max, softmax.row_sum};
-      if (overlap)
-        carried.push_back(softmax.pending_p);
-      for_range(begin, end, bn, carried, [&](Tile start) {
+      auto load_v = [&](const Tile &cols, bool bounded) {
+        return loadRows(v_base, cols, v_sn, dims, readable(cols, bounded));
+      };
+      for_range(begin, end, bn, softmax.state(), [&](Tile start) {
         Tile cols = start + arange(0, bn);
-        Tile kv_ok = broadcast_to(dim_ok, {bn, d});
-        if (masked)
-          kv_ok = kv_ok && expand_dims(cols, 1) < n_kv;
         // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
-        Tile k_tile = loadRows(k_base, cols, k_sn, dims, kv_ok);
+        Tile k_tile = loadRows(k_base, cols, k_sn, dims, readable(cols, false));
         Tile qk = dot(q_tile, trans(k_tile));
         if (overlap)
           softmax.multiply_pending(load_v(cols - bn, true));

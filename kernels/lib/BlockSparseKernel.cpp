@@ -74,12 +74,9 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         return load(record + first + j / steps) * mask_bn + j % steps * bn + arange(0, bn);
       };
       auto readable = [&](const Tile &cols) { return partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok; };
-      Carried carried{softmax.acc, softmax.row_max, softmax.row_sum};
-      if (overlap) {
+      if (overlap)
         softmax.defer(bn, T::dtype);
-        carried.push_back(softmax.pending_p);
-      }
-      for_range(0, count * steps, 1, carried, [&](Tile j) {
+      for_range(0, count * steps, 1, softmax.state(), [&](Tile j) {
         Tile cols = columns(j);
         Tile k_tile = loadRows(k_base, cols, k_sn, dims, readable(cols));
         Tile qk = dot(q_tile, trans(k_tile));

@@ -235,15 +235,21 @@ TEST_F(BlockSparse, SlidingWindowPrefixLmAndDocuments) {
   check(p, documents.mask, BlockSparseAttention(Documents::modifiers()), documents.visible, {}, documents.inputs());
 }
 
-TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
-  // Per-head random states; query block 1 of head 0 visits nothing (O = 0, LSE = -inf).
-  Problem p{1, 96, 80, 2, 2, 32};
-  std::mt19937 rng(3);
+/// Random states of 2 heads x 3 x 3 blocks from `seed`; query block 1 of head 0 visits
+/// nothing (O = 0, LSE = -inf there).
+std::vector<BlockMask::State> randomStatesWithAnEmptyRow(unsigned seed) {
+  std::mt19937 rng(seed);
   std::vector<BlockMask::State> states(2 * 3 * 3);
   for (auto &s : states)
     s = BlockMask::State(rng() % 3);
   for (int j = 0; j < 3; ++j)
     states[1 * 3 + j] = BlockMask::State::skip;
+  return states;
+}
+
+TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
+  Problem p{1, 96, 80, 2, 2, 32};
+  const std::vector<BlockMask::State> states = randomStatesWithAnEmptyRow(3);
   BlockMask mask(1, 2, 96, 80, 32, 32, states);
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + kv + h) % 3 != 0; }));
@@ -257,12 +263,7 @@ TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
 // two BLOCK_N steps each, full and partial lists, empty rows and ragged ends.
 TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
   Problem p{1, 150, 170, 2, 1, 64};
-  std::mt19937 rng(5);
-  std::vector<BlockMask::State> states(2 * 3 * 3);
-  for (auto &s : states)
-    s = BlockMask::State(rng() % 3);
-  for (int j = 0; j < 3; ++j)
-    states[3 + j] = BlockMask::State::skip; // head 0, query block 1: no keys
+  std::vector<BlockMask::State> states = randomStatesWithAnEmptyRow(5);
   states[0] = BlockMask::State::full;
   BlockMask mask(1, 2, 150, 170, 64, 64, states);
   AttentionOptions overlapped;

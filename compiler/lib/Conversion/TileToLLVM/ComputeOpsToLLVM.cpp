@@ -671,7 +671,8 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
   MLIRContext *context = patterns.getContext();
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
-               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, DotWaitLowering, PrintLowering, SharedLoadLowering,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, DotWaitLowering, PrintLowering,
+               SharedLoadLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);

@@ -12,7 +12,15 @@ namespace tessera::kernels {
 
 struct OnlineSoftmax {
   static constexpr double log2e = 1.4426950408889634;
-  dsl::Tile acc, row_max, row_sum; ///< carry all three through the key loop
+  dsl::Tile acc, row_max, row_sum;
+
+  /// What the key loop carries: the three above, and pending_p in the deferred order.
+  dsl::Carried state() {
+    dsl::Carried carried{acc, row_max, row_sum};
+    if (!pending_p.is_null())
+      carried.push_back(pending_p);
+    return carried;
+  }
 
   OnlineSoftmax(int64_t rows, int64_t head_dim)
       : acc(dsl::zeros({rows, head_dim}, dsl::DType::f32)),
@@ -32,8 +40,8 @@ struct OnlineSoftmax {
   /// one block later, right after that block's Q K^T and before the softmax reads its scores,
   /// so the softmax math runs while the tensor cores multiply. Per key block:
   /// `s = dot(q, trans(k)); multiply_pending(v of the previous block); add_deferred(scores)`;
-  /// after the last block, `multiply_pending(its v)`. `pending_p` (carry it with the state)
-  /// starts as zeros [rows, block] of V's dtype (defer(block, dtype)), so the first product adds 0.
+  /// after the last block, `multiply_pending(its v)`. `pending_p` (in state() once set) starts
+  /// as zeros [rows, block] of V's dtype (defer(block, dtype)), so the first product adds 0.
   dsl::Tile pending_p;
   void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
   void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
