@@ -178,6 +178,11 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
+  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX"}) {
+    int64_t v = config.get(name, 0);
+    if (v != 0 && v != 1)
+      fail("config " + config.str() + ": " + name + " must be 0 or 1");
+  }
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
     fail("config " + config.str() + " is not for head_dim " + std::to_string(padded) +
          (causal ? ", causal" : ", not causal") + " (take one of " + space + ")");

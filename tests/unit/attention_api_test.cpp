@@ -201,6 +201,12 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config = attention_forward_configs(32, false).front();
   options.config->set("BLOCK_N", 24);
   expectError("BLOCK_N must be a power of two of at least 16");
+  options.config = attention_forward_configs(32, false).front();
+  options.config->set("OVERLAP_SOFTMAX", 2);
+  expectError("OVERLAP_SOFTMAX must be 0 or 1");
+  options.config->set("OVERLAP_SOFTMAX", 1);
+  options.config->set("SPLIT_MASKED", -1);
+  expectError("SPLIT_MASKED must be 0 or 1");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
