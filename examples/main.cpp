@@ -64,6 +64,9 @@ int main(int argc, char **argv) {
         {examples::layernorm<bf16>(), {{"BLOCK", 1024}}},
         {examples::matmul<bf16>([](Tile acc) { return maximum(acc, 0.0); }),
          {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}, {7, 9, 11}},
+        {examples::matmul<f16>(),
+         {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 8}, {"num_stages", 4}},
+         {7, 9, 11}, ".block_pointers"},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
     const bool listing = printIR || !ptxDir.empty() || !only.empty() || shards > 1 || !overrides.empty();

@@ -46,6 +46,69 @@ std::string cache_key(const std::string &traced_ir, const compiler::Target &targ
   return llvm::toHex(llvm::ArrayRef<uint8_t>(digest.data(), 16), /*LowerCase=*/true);
 }
 
+namespace {
+
+llvm::json::Array launchValuesToJson(const std::vector<compiler::LaunchValue> &values) {
+  llvm::json::Array out;
+  for (const compiler::LaunchValue &v : values)
+    out.push_back(llvm::json::Array{v.arg, v.value});
+  return out;
+}
+
+llvm::json::Array tensorMapsToJson(const std::vector<compiler::TensorMap> &maps) {
+  llvm::json::Array out;
+  for (const compiler::TensorMap &map : maps)
+    out.push_back(llvm::json::Object{{"pointer", map.pointer},
+                                     {"element_bytes", map.element_bytes},
+                                     {"shape", launchValuesToJson(map.shape)},
+                                     {"strides", launchValuesToJson(map.strides)},
+                                     {"box", llvm::json::Array(map.box)},
+                                     {"swizzle_bytes", map.swizzle_bytes}});
+  return out;
+}
+
+std::optional<std::vector<compiler::LaunchValue>> launchValuesFromJson(const llvm::json::Array *array) {
+  if (!array)
+    return std::nullopt;
+  std::vector<compiler::LaunchValue> out;
+  for (const llvm::json::Value &entry : *array) {
+    const llvm::json::Array *pair = entry.getAsArray();
+    if (!pair || pair->size() != 2 || !(*pair)[0].getAsInteger() || !(*pair)[1].getAsInteger())
+      return std::nullopt;
+    out.push_back({static_cast<int>(*(*pair)[0].getAsInteger()), *(*pair)[1].getAsInteger()});
+  }
+  return out;
+}
+
+std::optional<std::vector<compiler::TensorMap>> tensorMapsFromJson(const llvm::json::Array *array) {
+  if (!array)
+    return std::nullopt;
+  std::vector<compiler::TensorMap> out;
+  for (const llvm::json::Value &entry : *array) {
+    const llvm::json::Object *object = entry.getAsObject();
+    if (!object)
+      return std::nullopt;
+    auto pointer = object->getInteger("pointer"), bytes = object->getInteger("element_bytes"),
+         swizzle = object->getInteger("swizzle_bytes");
+    auto shape = launchValuesFromJson(object->getArray("shape")),
+         strides = launchValuesFromJson(object->getArray("strides"));
+    const llvm::json::Array *box = object->getArray("box");
+    if (!pointer || !bytes || !swizzle || !shape || !strides || !box)
+      return std::nullopt;
+    compiler::TensorMap map{static_cast<int>(*pointer), static_cast<int>(*bytes), *shape, *strides, {},
+                            static_cast<int>(*swizzle)};
+    for (const llvm::json::Value &extent : *box) {
+      if (!extent.getAsInteger())
+        return std::nullopt;
+      map.box.push_back(*extent.getAsInteger());
+    }
+    out.push_back(std::move(map));
+  }
+  return out;
+}
+
+} // namespace
+
 std::optional<compiler::CompiledKernel> cache_load(const std::string &key) {
   auto buffer = llvm::MemoryBuffer::getFile(entryPath(key));
   if (!buffer)
@@ -64,12 +127,14 @@ std::optional<compiler::CompiledKernel> cache_load(const std::string &key) {
   auto warps = object->getInteger("num_warps");
   auto shared = object->getInteger("shared_memory");
   auto size = object->getInteger("ptx_bytes");
-  if (!name || !warps || !shared || !size || static_cast<int64_t>(ptx.size()) != *size)
+  auto maps = tensorMapsFromJson(object->getArray("tensor_maps"));
+  if (!name || !warps || !shared || !size || !maps || static_cast<int64_t>(ptx.size()) != *size)
     return std::nullopt;
   compiler::CompiledKernel kernel;
   kernel.name = name->str();
   kernel.num_warps = static_cast<int>(*warps);
   kernel.shared_memory = *shared;
+  kernel.tensor_maps = std::move(*maps);
   kernel.ptx = ptx.str();
   return kernel;
 }
@@ -80,6 +145,7 @@ void cache_store(const std::string &key, const compiler::CompiledKernel &kernel)
                           {"num_warps", kernel.num_warps},
                           {"shared_memory", kernel.shared_memory},
                           {"ptx_bytes", static_cast<int64_t>(kernel.ptx.size())},
+                          {"tensor_maps", tensorMapsToJson(kernel.tensor_maps)},
                           {"compiler", compiler::version()}};
   std::random_device random;
   std::string temporary = dir + "/." + key + "." + std::to_string(llvm::sys::Process::getProcessId()) +

@@ -17,7 +17,7 @@ namespace tessera::jit::driver {
   X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyDtoD_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuStreamCreate)      \
   X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy_v2)            \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)               \
-  X(cuGetErrorString) X(cuPointerGetAttribute)
+  X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)
 
 struct Api {
 #define TESSERA_DECLARE(name) decltype(&::name) name = nullptr;

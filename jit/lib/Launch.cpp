@@ -2,6 +2,7 @@
 // compiler) and cuLaunchKernel.
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/Runtime.h"
+#include "tessera/jit/TensorMap.h"
 
 #include "Driver.h"
 
@@ -14,6 +15,7 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace tessera::jit {
 
@@ -127,7 +129,46 @@ std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config
     cache_store(key, *compiled);
   }
   return std::make_unique<LoadedKernel>(compiled->ptx, compiled->name, compiled->num_warps,
-                                        compiled->shared_memory);
+                                        compiled->shared_memory, compiled->tensor_maps);
+}
+
+/// 16 bytes of zeros in the current context, allocated once: what a tensor map of an empty
+/// tensor points at.
+CUdeviceptr zerosOnDevice() {
+  static std::mutex mutex;
+  static std::unordered_map<CUcontext, CUdeviceptr> zeros;
+  std::lock_guard<std::mutex> lock(mutex);
+  CUcontext context = nullptr;
+  TESSERA_CU(cuCtxGetCurrent(&context));
+  CUdeviceptr &buffer = zeros[context];
+  if (!buffer) {
+    TESSERA_CU(cuMemAlloc_v2(&buffer, 16));
+    TESSERA_CU(cuMemsetD8_v2(buffer, 0, 16));
+  }
+  return buffer;
+}
+
+/// The CUtensorMap of `map` for this launch's arguments.
+CUtensorMap encodeTensorMap(const std::string &kernel, const compiler::TensorMap &map, const dsl::LaunchArg *args,
+                            size_t count) {
+  TensorMapEncoding e = plan_tensor_map(kernel, map, args, count);
+  if (e.empty)
+    e.address = zerosOnDevice();
+  const CUtensorMapSwizzle swizzle = e.swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : e.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : e.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                             : CU_TENSOR_MAP_SWIZZLE_NONE;
+  std::vector<cuuint32_t> elementStrides(e.dims.size(), 1);
+  CUtensorMap encoded;
+  CUresult result = driver::api().cuTensorMapEncodeTiled(
+      &encoded, e.element_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+      static_cast<cuuint32_t>(e.dims.size()), reinterpret_cast<void *>(e.address), e.dims.data(),
+      e.byte_strides.data(), e.box.data(), elementStrides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS)
+    driver::check(result, ("cuTensorMapEncodeTiled(kernel '" + kernel + "', the tensor of argument " +
+                           std::to_string(map.pointer) + ")").c_str());
+  return encoded;
 }
 
 } // namespace
@@ -180,6 +221,16 @@ void Kernel::launch_args(void *stream, Grid grid, const Config &config, const La
   const jit::LoadedKernel *loaded = specialization(config, divisible, ones, count);
   for (size_t i = 0; i < count; ++i)
     params[i] = &storage[i];
+  // The TMA's tensor maps, by value after the arguments.
+  const std::vector<compiler::TensorMap> &maps = loaded->tensor_maps();
+  if (count + maps.size() > jit::kMaxArgs)
+    throw Error("kernel '" + name_ + "': more than " + std::to_string(jit::kMaxArgs) + " parameters");
+  std::vector<CUtensorMap> encoded; // CUtensorMap is 64-byte aligned
+  encoded.reserve(maps.size());
+  for (size_t i = 0; i < maps.size(); ++i) {
+    encoded.push_back(jit::encodeTensorMap(name_, maps[i], args, count));
+    params[count + i] = &encoded.back();
+  }
   loaded->launch(grid.x, grid.y, grid.z, params, stream);
 }
 

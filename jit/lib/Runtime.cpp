@@ -206,8 +206,8 @@ void copy_device(void *dst, const void *src, size_t bytes) {
 }
 
 LoadedKernel::LoadedKernel(const std::string &ptx, const std::string &name, int num_warps,
-                           int64_t shared_memory)
-    : name_(name), threads_(32 * num_warps), shared_memory_(shared_memory) {
+                           int64_t shared_memory, std::vector<compiler::TensorMap> tensor_maps)
+    : name_(name), threads_(32 * num_warps), shared_memory_(shared_memory), tensor_maps_(std::move(tensor_maps)) {
   if (int limit = current_device().max_shared_memory; shared_memory > limit)
     throw Error("kernel '" + name + "' needs " + std::to_string(shared_memory) +
                 " bytes of shared memory; this GPU allows " + std::to_string(limit) + " (take a smaller config)");

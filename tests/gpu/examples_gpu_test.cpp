@@ -371,7 +371,7 @@ TEST_F(GpuTest, AutotuningRestoresInPlaceOutputsAndLaunchesOnce) {
   rmdir(dir.c_str());
 }
 
-// --- matmul on CUDA cores -----------------------------------------------------------------------
+// --- matmul ----------------------------------------------------------------------------------------
 
 struct MatmulCase {
   int M, N, K;
@@ -406,22 +406,32 @@ TEST_P(Matmul, MatchesFloat32Reference) {
   launch_reference(*reference, (M * N + 127) / 128, {&ap, &bp, &ep, &m, &n, &kk});
   auto want = download<float>(expected, M * N);
 
-  auto da16 = upload(a16), db16 = upload(b16), out = poisoned(M * N * 2);
-  Config config{{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 32}, {"GROUP_M", 4}};
-  uint32_t programs = static_cast<uint32_t>(cdiv(M, 32) * cdiv(N, 32));
+  auto da16 = upload(a16), db16 = upload(b16);
   Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<f16>();
-  kernel.launch({programs}, config, da16.data(), db16.data(), out.data(), M, N, K, K, 1, N, 1, N, 1);
-  jit::synchronize();
-  auto raw = download<uint16_t>(out, M * N);
-  for (int i = 0; i < M * N; ++i) {
-    float got = bf16 ? from_bf16(raw[i]) : from_half(raw[i]);
-    ASSERT_NEAR(got, want[i], (bf16 ? 8e-3 : 1e-3) * std::abs(want[i]) + 1e-3) << "at " << i / N << "," << i % N;
+  // Small tiles on pointers; block pointers (the TMA on Hopper where rows are 16-byte aligned,
+  // plain loads elsewhere) with one and with several atoms a row, ragged edges zero-filled.
+  for (const Config &config : {Config{{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 32}, {"GROUP_M", 4}},
+                               Config{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}},
+                               Config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
+                                      {"num_warps", 8}, {"num_stages", 4}}}) {
+    SCOPED_TRACE(config.str());
+    auto out = poisoned(M * N * 2);
+    kernel.launch(examples::matmul_grid(config, M, N), config, da16.data(), db16.data(), out.data(), M, N, K, K, 1,
+                  N, 1, N, 1);
+    jit::synchronize();
+    auto raw = download<uint16_t>(out, M * N);
+    for (int i = 0; i < M * N; ++i) {
+      float got = bf16 ? from_bf16(raw[i]) : from_half(raw[i]);
+      ASSERT_NEAR(got, want[i], (bf16 ? 8e-3 : 1e-3) * std::abs(want[i]) + 1e-3) << "at " << i / N << "," << i % N;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Matmul,
                          ::testing::Values(MatmulCase{64, 64, 64, false}, MatmulCase{100, 72, 50, false},
-                                           MatmulCase{17, 130, 33, true}, MatmulCase{129, 31, 96, true}),
+                                           MatmulCase{17, 130, 33, true}, MatmulCase{129, 31, 96, true},
+                                           MatmulCase{200, 144, 80, false}, MatmulCase{300, 272, 336, true},
+                                           MatmulCase{1, 512, 1040, false}),
                          [](const auto &info) {
                            const auto &p = info.param;
                            return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" +

@@ -101,18 +101,20 @@ TEST(Interpreter, MatmulFp16OddShapesMatchReference) {
     a16[i] = to_half(a[i]);
   for (int i = 0; i < K * N; ++i)
     b16[i] = to_half(b[i]);
-  Registered<uint16_t> da(a16), db(b16), dc(std::vector<uint16_t>(M * N, 0x7e00));
-  Config config{{"BLOCK_M", 16}, {"BLOCK_N", 32}, {"BLOCK_K", 16}, {"GROUP_M", 2}};
-  run(examples::matmul<f16>([](Tile acc) { return maximum(acc, 0.0); }), config,
-      examples::matmul_grid(config, M, N), {da.ptr(), db.ptr(), dc.ptr(), M, N, K, K, 1, N, 1, N, 1});
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      double want = 0;
-      for (int k = 0; k < K; ++k)
-        want += double(from_half(a16[m * K + k])) * from_half(b16[k * N + n]);
-      want = std::max(want, 0.0);
-      ASSERT_NEAR(from_half(dc.data[m * N + n]), want, 1e-3 * std::abs(want) + 1e-3) << m << "," << n;
-    }
+  for (int block_pointers : {0, 1}) {
+    Registered<uint16_t> da(a16), db(b16), dc(std::vector<uint16_t>(M * N, 0x7e00));
+    Config config{{"BLOCK_M", 16}, {"BLOCK_N", 32}, {"BLOCK_K", 16}, {"GROUP_M", 2}, {"BLOCK_POINTERS", block_pointers}};
+    run(examples::matmul<f16>([](Tile acc) { return maximum(acc, 0.0); }), config,
+        examples::matmul_grid(config, M, N), {da.ptr(), db.ptr(), dc.ptr(), M, N, K, K, 1, N, 1, N, 1});
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double want = 0;
+        for (int k = 0; k < K; ++k)
+          want += double(from_half(a16[m * K + k])) * from_half(b16[k * N + n]);
+        want = std::max(want, 0.0);
+        ASSERT_NEAR(from_half(dc.data[m * N + n]), want, 1e-3 * std::abs(want) + 1e-3) << config.str() << " " << m << "," << n;
+      }
+  }
 }
 
 TEST(Interpreter, OutOfBoundsAccessIsReportedWithTheProgram) {

@@ -1,9 +1,11 @@
 // Host-side logic of the runtime, checked without a GPU: launch argument checks, cache keys,
-// the disk cache's atomic writes under concurrent processes, corrupt entries.
+// the disk cache's atomic writes under concurrent processes, corrupt entries, TMA tensor maps.
 #include "test_util.h"
 
 #include "tessera/compiler/Compiler.h"
 #include "tessera/jit/Cache.h"
+#include "tessera/jit/TensorMap.h"
+#include "matmul.h"
 #include "vector_add.h"
 
 #include <gmock/gmock.h>
@@ -94,7 +96,8 @@ TEST(CompilerVersion, NamesAHashOfTheCompilersSources) {
 TEST(CompilerConfig, RejectsKnobsOutOfRange) {
   for (auto [knob, value, message] : {std::tuple{"num_stages", 9, "num_stages must be from 1 to 8, got 9"},
                                       {"num_warps", 3, "num_warps must be a power of two from 1 to 32, got 3"},
-                                      {"wgmma", 2, "wgmma must be 0 or 1, got 2"}}) {
+                                      {"wgmma", 2, "wgmma must be 0 or 1, got 2"},
+                                      {"tma", -1, "tma must be 0 or 1, got -1"}}) {
     dsl::Config config{{"BLOCK", 256}};
     config.set(knob, value);
     try {
@@ -118,6 +121,28 @@ TEST_F(Cache, StoresAndLoadsEntries) {
   EXPECT_EQ(jit::cache_stats().entries, 1);
   EXPECT_EQ(jit::cache_clear(), 1);
   EXPECT_FALSE(jit::cache_load("k1").has_value());
+}
+
+// A kernel's tensor maps travel with its PTX: a launch from the disk cache must pass them.
+TEST_F(Cache, KeepsTheTensorMaps) {
+  compiler::CompiledKernel k = kernel("ptx");
+  k.tensor_maps.push_back({1, 2, {{3, 0}, {-1, 77}}, {{5, 0}, {-1, 1}}, {128, 64}, 128});
+  jit::cache_store("maps", k);
+  auto loaded = jit::cache_load("maps");
+  ASSERT_TRUE(loaded.has_value());
+  ASSERT_EQ(loaded->tensor_maps.size(), 1u);
+  const compiler::TensorMap &map = loaded->tensor_maps[0];
+  EXPECT_EQ(map.pointer, 1);
+  EXPECT_EQ(map.element_bytes, 2);
+  ASSERT_EQ(map.shape.size(), 2u);
+  EXPECT_EQ(map.shape[0].arg, 3);
+  EXPECT_EQ(map.shape[1].arg, -1);
+  EXPECT_EQ(map.shape[1].value, 77);
+  ASSERT_EQ(map.strides.size(), 2u);
+  EXPECT_EQ(map.strides[0].arg, 5);
+  EXPECT_EQ(map.strides[1].value, 1);
+  EXPECT_EQ(map.box, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(map.swizzle_bytes, 128);
 }
 
 TEST_F(Cache, CorruptOrTruncatedEntriesAreIgnoredAndRebuilt) {
@@ -161,6 +186,89 @@ TEST_F(Cache, ConcurrentProcessesNeverExposeAPartialEntry) {
   EXPECT_TRUE(jit::cache_load("shared").has_value());
   // No temporary files are left behind.
   EXPECT_EQ(jit::cache_stats().entries, 1);
+}
+
+} // namespace
+
+namespace {
+
+// --- TMA tensor maps ------------------------------------------------------------------------
+
+/// A's map of matmul(a, b, c, M, N, K, stride_am, ...): [M, K] with row stride stride_am.
+compiler::TensorMap matrixMap() { return {0, 2, {{3, 0}, {5, 0}}, {{6, 0}, {-1, 1}}, {128, 64}, 128}; }
+
+TEST(TensorMaps, MatmulThroughBlockPointersTakesOneMapPerOperandOnHopper) {
+  Kernel k = examples::matmul<f16>();
+  Config config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 8}};
+  // As a launch with 16-byte aligned matrices and unit column strides specializes it.
+  Specialization aligned;
+  aligned.divisible_by_16.assign(k.signature().size(), true);
+  aligned.equal_to_1.assign(k.signature().size(), false);
+  for (int unit : {7, 9, 11})
+    aligned.divisible_by_16[unit] = !(aligned.equal_to_1[unit] = true);
+  compiler::CompiledKernel hopper = compiler::compile(k.trace(config, aligned), compiler::Target{9, 0});
+  ASSERT_EQ(hopper.tensor_maps.size(), 2u);
+  for (const compiler::TensorMap &map : hopper.tensor_maps) {
+    // A is [M, K] with stride_am (arguments 3, 5, 6); B is [K, N] with stride_bk (5, 4, 8).
+    bool a = map.pointer == 0;
+    EXPECT_TRUE(a || map.pointer == 1);
+    EXPECT_EQ(map.shape[0].arg, a ? 3 : 5);
+    EXPECT_EQ(map.shape[1].arg, a ? 5 : 4);
+    EXPECT_EQ(map.strides[0].arg, a ? 6 : 8);
+    EXPECT_EQ(map.strides[1].arg, -1);
+    EXPECT_EQ(map.strides[1].value, 1);
+    EXPECT_EQ(map.box, (std::vector<int64_t>{a ? 128 : 64, 64}));
+    EXPECT_EQ(map.swizzle_bytes, 128);
+  }
+  EXPECT_THAT(hopper.ptx, HasSubstr(".param .align 64 .b8 matmul_param_12[128]"));
+  EXPECT_THAT(hopper.ptx, HasSubstr("cp.async.bulk.tensor.2d"));
+  // Without the alignment the specialization promises, with tma = 0, or before Hopper: none.
+  EXPECT_TRUE(compiler::compile(k.trace(config), compiler::Target{9, 0}).tensor_maps.empty());
+  Config off = config;
+  off.set("tma", 0);
+  EXPECT_TRUE(compiler::compile(k.trace(off, aligned), compiler::Target{9, 0}).tensor_maps.empty());
+  EXPECT_TRUE(compiler::compile(k.trace(config, aligned), compiler::Target{8, 0}).tensor_maps.empty());
+}
+
+TEST(TensorMaps, EncodingIsInnermostFirstInBytes) {
+  std::vector<LaunchArg> args{reinterpret_cast<void *>(0x10000), nullptr, nullptr, 300, 512, 1040, 1056};
+  jit::TensorMapEncoding e = jit::plan_tensor_map("matmul", matrixMap(), args.data(), args.size());
+  EXPECT_EQ(e.address, 0x10000u);
+  EXPECT_EQ(e.dims, (std::vector<uint64_t>{1040, 300}));
+  EXPECT_EQ(e.byte_strides, (std::vector<uint64_t>{2112}));
+  EXPECT_EQ(e.box, (std::vector<uint32_t>{64, 128}));
+  EXPECT_EQ(e.swizzle_bytes, 128);
+  EXPECT_FALSE(e.empty);
+}
+
+// The TMA takes no empty tensor: a map of one reads 16 bytes of zeros instead (every element
+// of an empty tensor reads zero, as its bounds check says).
+TEST(TensorMaps, AnEmptyTensorReadsZeros) {
+  std::vector<LaunchArg> args{reinterpret_cast<void *>(0x10000), nullptr, nullptr, 300, 512, 0, 1056};
+  jit::TensorMapEncoding e = jit::plan_tensor_map("matmul", matrixMap(), args.data(), args.size());
+  EXPECT_TRUE(e.empty);
+  EXPECT_EQ(e.dims, (std::vector<uint64_t>{1, 1}));
+  EXPECT_EQ(e.byte_strides, (std::vector<uint64_t>{16}));
+}
+
+TEST(TensorMaps, WhatTheTmaCannotTakeIsAnErrorNamingTheArgument) {
+  auto error = [](std::vector<LaunchArg> args) -> std::string {
+    try {
+      jit::plan_tensor_map("matmul", matrixMap(), args.data(), args.size());
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  void *aligned = reinterpret_cast<void *>(0x10000), *odd = reinterpret_cast<void *>(0x10008);
+  EXPECT_THAT(error({odd, nullptr, nullptr, 64, 64, 64, 64}),
+              HasSubstr("kernel 'matmul': argument 0 is not 16-byte aligned"));
+  EXPECT_THAT(error({aligned, nullptr, nullptr, 64, 64, 64, 60}),
+              HasSubstr("argument 6 (a stride, 60 elements) is not a non-negative multiple of 16 bytes"));
+  EXPECT_THAT(error({aligned, nullptr, nullptr, 64, 64, 64, -64}), HasSubstr("argument 6 (a stride, -64 elements)"));
+  EXPECT_THAT(error({aligned, nullptr, nullptr, int64_t(1) << 33, 64, 64, 64}),
+              HasSubstr("argument 3 (a dimension, 8589934592) exceeds the TMA's 2^32 - 1"));
+  EXPECT_THAT(error({aligned, nullptr, nullptr, 64, 64, 1.5, 64}), HasSubstr("reads argument 5, which is not an integer"));
 }
 
 } // namespace

@@ -74,10 +74,11 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 }
 
 /// The config's num_warps (default 4), num_stages (default 3), invariant_operands_in_shared
-/// (default 0) and wgmma (default 1: on Hopper, dots may use warpgroup MMA) on the kernel, checked.
+/// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
+/// pointers' loads the tensor memory accelerator) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1;
+  int64_t wgmmaKnob = 1, tmaKnob = 1;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_warps") : mlir::IntegerAttr())
@@ -89,8 +90,12 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
         func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
     if (auto attr = config ? config.getAs<mlir::IntegerAttr>("wgmma") : mlir::IntegerAttr())
       wgmmaKnob = attr.getInt();
+    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("tma") : mlir::IntegerAttr())
+      tmaKnob = attr.getInt();
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
+    if (target.major == 9 && tmaKnob == 1)
+      func->setAttr(tile::kTmaAttrName, mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
@@ -99,10 +104,40 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': num_stages must be from 1 to 8, got " + std::to_string(stages));
   if (wgmmaKnob != 0 && wgmmaKnob != 1)
     throw Error("kernel '" + kernel + "': wgmma must be 0 or 1, got " + std::to_string(wgmmaKnob));
+  if (tmaKnob != 0 && tmaKnob != 1)
+    throw Error("kernel '" + kernel + "': tma must be 0 or 1, got " + std::to_string(tmaKnob));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
   return warps;
+}
+
+/// The tensor maps tile-pipeline-loops added as kernel arguments, for the launcher.
+std::vector<TensorMap> tensorMaps(mlir::ModuleOp module) {
+  std::vector<TensorMap> maps;
+  module->walk([&](mlir::func::FuncOp func) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto attr = func.getArgAttrOfType<mlir::DictionaryAttr>(i, tile::kTensorMapAttrName);
+      if (!attr)
+        continue;
+      auto array = [&](const char *name) { return attr.getAs<mlir::DenseI64ArrayAttr>(name).asArrayRef(); };
+      auto values = [&](const char *args, const char *constants) {
+        std::vector<LaunchValue> out;
+        for (auto [arg, value] : llvm::zip(array(args), array(constants)))
+          out.push_back({static_cast<int>(arg), value});
+        return out;
+      };
+      TensorMap map;
+      map.pointer = static_cast<int>(attr.getAs<mlir::IntegerAttr>("pointer").getInt());
+      map.element_bytes = static_cast<int>(attr.getAs<mlir::IntegerAttr>("element_bytes").getInt());
+      map.shape = values("shape_args", "shape_values");
+      map.strides = values("stride_args", "stride_values");
+      map.box.assign(array("box").begin(), array("box").end());
+      map.swizzle_bytes = static_cast<int>(attr.getAs<mlir::IntegerAttr>("swizzle_bytes").getInt());
+      maps.push_back(std::move(map));
+    }
+  });
+  return maps;
 }
 
 } // namespace
@@ -153,6 +188,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
       result.shared_memory = bytes.getInt();
   });
+  result.tensor_maps = tensorMaps(*module);
 
   runStage(*module, name, "llvm", [](mlir::OpPassManager &pm) {
     pm.addPass(createTileConvertToLLVM());

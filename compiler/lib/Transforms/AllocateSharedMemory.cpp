@@ -7,6 +7,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 namespace tessera {
@@ -53,9 +54,11 @@ struct TileAllocateSharedMemoryPass
     getOperation().walk([](func::FuncOp func) {
       Builder b(func.getContext());
       // Pipeline rings, 1024-byte aligned (the period of the 128-byte swizzle, which wgmma's
-      // operand descriptors assume), first fit: rings whose spans do not overlap share
-      // memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next loop's
-      // copies cannot land under a warp still reading the previous ring).
+      // operand descriptors and the TMA assume), first fit: rings whose spans do not overlap
+      // share memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next
+      // loop's copies cannot land under a warp still reading the previous ring). Rings of
+      // mbarriers live as long as the kernel: their memory is never repurposed (which would
+      // need mbarrier.inval first).
       Positions at(func);
       struct Placed {
         int64_t first, last, offset, bytes;
@@ -67,6 +70,8 @@ struct TileAllocateSharedMemoryPass
         auto tile = type.getTileType();
         int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 1024);
         auto [first, last] = liveSpan(alloc, at);
+        if (tile.getElementType().isInteger(64) && tile.getNumElements() == 1)
+          std::tie(first, last) = std::pair(int64_t(0), at.end.lookup(func)); // mbarriers: never reused
         std::vector<std::pair<int64_t, int64_t>> taken; // [offset, end) of rings live at the same time
         for (const Placed &other : placed)
           if (other.first <= last && first <= other.last)

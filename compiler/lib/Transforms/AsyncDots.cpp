@@ -57,14 +57,17 @@ scf::ForOp carriedInFlight(DotOp dot) {
              : scf::ForOp();
 }
 
-/// Whether the refills of `body` (its cp.async copies and commits) may move to its end: no
-/// wait for copy groups follows any of them (it would count the moved groups differently).
+/// Whether `op` refills a stage: a cp.async copy or commit, or a TMA load.
+bool isRefill(Operation &op) { return isa<AsyncCopyOp, AsyncCommitOp, TmaLoadOp>(op); }
+
+/// Whether the refills of `body` may move to its end: no wait for copies follows any of them
+/// (it would count the moved groups or phases differently).
 bool refillsMovable(Block &body) {
   bool refilled = false;
   for (Operation &op : body) {
-    if (isa<AsyncWaitOp>(op) && refilled)
+    if (isa<AsyncWaitOp, WaitBarrierOp>(op) && refilled)
       return false;
-    refilled |= isa<AsyncCopyOp, AsyncCommitOp>(op);
+    refilled |= isRefill(op);
   }
   return true;
 }
@@ -83,7 +86,8 @@ DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool bar
 /// The matmul case: the body's dots carried in flight into the next iteration (`carried`, in
 /// `loop`'s body with `count` async dots). After the last dot, a wait leaves this iteration's
 /// dots in flight and a barrier makes sure every warpgroup is done with the previous
-/// iteration's stages; the refills move after it. The loop's results are waited for after it.
+/// iteration's stages; the refills move after it, and a TMA stage's wait needs no barrier of
+/// its own any more. The loop's results are waited for after it.
 void keepInFlight(scf::ForOp loop, ArrayRef<DotOp> carried, int64_t count, Operation *lastDot) {
   Block *body = loop.getBody();
   DotWaitOp wait = waitBefore(lastDot->getNextNode(), {}, count, /*barrier=*/true);
@@ -91,8 +95,10 @@ void keepInFlight(scf::ForOp loop, ArrayRef<DotOp> carried, int64_t count, Opera
   for (Operation &op : *body) {
     if (&op == wait.getOperation())
       break;
-    if (isa<AsyncCopyOp, AsyncCommitOp>(op))
+    if (isRefill(op))
       refills.push_back(&op);
+    if (auto stageWait = dyn_cast<WaitBarrierOp>(op))
+      stageWait.setSync(false);
   }
   Operation *after = wait;
   for (Operation *refill : refills) {
@@ -144,7 +150,7 @@ void placeWaits(Block &block) {
     Operation *at = dot->getNextNode();
     for (;; at = at->getNextNode()) {
       bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
-      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp>(at) || at->hasTrait<OpTrait::IsTerminator>())
+      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || at->hasTrait<OpTrait::IsTerminator>())
         break;
       pending += isAsyncDot(at);
     }

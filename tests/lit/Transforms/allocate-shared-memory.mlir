@@ -32,7 +32,7 @@ func.func @none() {
 
 // -----
 
-// Pipeline rings get their own ranges (128-byte aligned) before any scratch while they are in
+// Pipeline rings get their own ranges (1024-byte aligned) before any scratch while they are in
 // use at the same time; a ring of a later loop reuses the memory of an earlier loop's.
 // CHECK-LABEL: func.func @rings
 // CHECK-SAME: tile.shared_memory = 36864 : i64
@@ -51,6 +51,28 @@ func.func @rings(%n: i32) {
   %c = tile.shared_alloc : !tile.shared<2 x tensor<64x64xbf16>>
   scf.for %i = %c0 to %n step %c1 : i32 {
     %z = tile.shared_load %c[%c0] : !tile.shared<2 x tensor<64x64xbf16>> -> tensor<64x64xbf16>
+  }
+  return
+}
+
+// -----
+
+// A ring of mbarriers is never reused by a later loop's ring (its memory would need
+// mbarrier.inval first): the second loop's ring goes after it.
+// CHECK-LABEL: func.func @barrier_rings
+// CHECK-SAME: tile.shared_memory = 2048 : i64
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<16x16xbf16>>
+func.func @barrier_rings(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    tile.wait_barrier %bars[%c0], %c0 : !tile.shared<2 x tensor<1xi64>>
+  }
+  %c = tile.shared_alloc : !tile.shared<2 x tensor<16x16xbf16>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %z = tile.shared_load %c[%c0] : !tile.shared<2 x tensor<16x16xbf16>> -> tensor<16x16xbf16>
   }
   return
 }

@@ -88,6 +88,42 @@ func.func @matmul_in_flight(%ptrs: tensor<128x64x!tile.ptr<f16>, #blk>, %mask: t
 #mma = #tile.mma<warpsPerCTA = [8, 1]>
 #a = #tile.dot_op<opIdx = 0, parent = #mma>
 #b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// The same with TMA rings: the TMA refill moves after the barrier wait of the dots, so the
+// stage's wait no longer needs its own CTA barrier.
+// CHECK-LABEL: func.func @matmul_in_flight_tma
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %{{.*}}, %{{.*}} : !tile.shared<3 x tensor<1xi64>>
+// CHECK: %[[D:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.dot_wait {barrier, pending = 1 : i32}
+// CHECK-NEXT: tile.tma_load
+// CHECK-NEXT: scf.yield %[[D]]
+// CHECK: tile.dot_wait %{{.*}} : {{.*}} {pending = 0 : i32}
+func.func @matmul_in_flight_tma(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<128x64xf16>>, %n: i32)
+    -> tensor<128x64xf32, #mma> attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %true = arith.constant true
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %ra = tile.shared_alloc : !tile.shared<3 x tensor<128x64xf16>>
+  %rb = tile.shared_alloc : !tile.shared<3 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
+    tile.wait_barrier %bars[%i], %c0 {sync} : !tile.shared<3 x tensor<1xi64>>
+    %x = tile.shared_load %ra[%i] : !tile.shared<3 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %y = tile.shared_load %rb[%i] : !tile.shared<3 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    tile.tma_load %map, %bp into %ra[%i], %bars if %true : !tile.block_ptr<tensor<128x64xf16>>, !tile.shared<3 x tensor<128x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+    %d = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %d : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
 #blk = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [8, 1], order = [1, 0]>
 
 // A wait for copy groups after a refill: moving the refill past it would change what it

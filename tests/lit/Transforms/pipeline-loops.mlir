@@ -215,3 +215,97 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
   }
   return %out : tensor<64x64xf32>
 }
+
+// -----
+
+// With tile.tma, block loads of 16-byte-aligned kernel arguments whose shape and strides the
+// launcher knows are copied by the TMA: one tensor map argument per tensor and block (how to
+// build it: the pointer's and the extents' arguments, the last stride the constant 1, one box
+// per 128-byte atom), one mbarrier per stage expecting both loads, each iteration waiting for
+// its stage's phase (iteration / stages) % 2 with a CTA barrier before it refills. After the
+// loop a CTA barrier (async_wait 0) lets other rings reuse the memory.
+// CHECK-LABEL: func.func @tma_loop
+// CHECK-SAME: %[[A:[a-z0-9]+]]: !tile.ptr<f16> {tile.divisibility = 16 : i32}
+// CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 128, 32>, element_bytes = 2 : i64, pointer = 0 : i64, shape_args = array<i64: 2, 4>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 4, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 64 : i64}}
+// CHECK-SAME: %[[MAPB:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 32, 64>, element_bytes = 2 : i64, pointer = 1 : i64, shape_args = array<i64: 4, 3>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 3, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 128 : i64}}
+// CHECK-DAG: %[[RA:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<128x32xf16>>
+// CHECK-DAG: %[[RB:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xf16>>
+// CHECK-DAG: %[[BARS:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>
+// CHECK: tile.init_barriers %[[BARS]] arrivals 2
+// CHECK: tile.tma_load %[[MAPA]], %{{.*}} into %[[RA]][%{{.*}}], %[[BARS]] if
+// CHECK: tile.tma_load %[[MAPB]], %{{.*}} into %[[RB]][%{{.*}}], %[[BARS]] if
+// CHECK: tile.tma_load %[[MAPA]]
+// CHECK: tile.tma_load %[[MAPB]]
+// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[PA:.*]] = %{{.*}}, %[[PB:.*]] = %{{.*}})
+// CHECK: %[[IT:.*]] = arith.divsi %[[I]]
+// CHECK: %[[SLOT:.*]] = arith.remsi %[[IT]], %c3
+// CHECK: %[[PHASE:.*]] = arith.divsi %[[IT]], %c3
+// CHECK: %[[PARITY:.*]] = arith.andi %[[PHASE]], %c1
+// CHECK: tile.wait_barrier %[[BARS]][%[[SLOT]]], %[[PARITY]] {sync}
+// CHECK-DAG: %[[X:.*]] = tile.shared_load %[[RA]][%[[SLOT]]]
+// CHECK-DAG: %[[Y:.*]] = tile.shared_load %[[RB]][%[[SLOT]]]
+// CHECK: tile.tma_load %[[MAPA]]
+// CHECK: tile.tma_load %[[MAPB]]
+// CHECK: tile.dot %[[X]], %[[Y]]
+// CHECK-NOT: tile.block_load
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.async_wait 0
+func.func @tma_loop(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                    %m: i32, %n: i32 {tile.divisibility = 16 : i32}, %k: i32 {tile.divisibility = 16 : i32})
+    -> tensor<128x64xf32> attributes {tile.num_stages = 3 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %one = arith.constant 1 : i64
+  %m64 = arith.extsi %m : i32 to i64
+  %n64 = arith.extsi %n : i32 to i64
+  %k64 = arith.extsi %k : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32>
+  %pa0 = tile.make_block_ptr %a, [%m64, %k64], [%k64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<128x32xf16>>
+  %pb0 = tile.make_block_ptr %b, [%k64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<32x64xf16>>
+  %out:3 = scf.for %i = %c0 to %k step %c32 iter_args(%acc = %zero, %pa = %pa0, %pb = %pb0)
+      -> (tensor<128x64xf32>, !tile.block_ptr<tensor<128x32xf16>>, !tile.block_ptr<tensor<32x64xf16>>) : i32 {
+    %x = tile.block_load %pa {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<128x32xf16>> -> tensor<128x32xf16>
+    %y = tile.block_load %pb {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<32x64xf16>> -> tensor<32x64xf16>
+    %d = tile.dot %x, %y, %acc : tensor<128x32xf16> * tensor<32x64xf16> -> tensor<128x64xf32>
+    %na = tile.advance %pa, [%c0, %c32] : !tile.block_ptr<tensor<128x32xf16>>
+    %nb = tile.advance %pb, [%c32, %c0] : !tile.block_ptr<tensor<32x64xf16>>
+    scf.yield %d, %na, %nb : tensor<128x64xf32>, !tile.block_ptr<tensor<128x32xf16>>, !tile.block_ptr<tensor<32x64xf16>>
+  }
+  return %out#0 : tensor<128x64xf32>
+}
+
+// -----
+
+// Block loads the TMA cannot copy stay as they are: no tile.tma on the kernel; a tensor that
+// is not 16-byte aligned; a row stride the launcher cannot tell is a multiple of 16 bytes.
+// CHECK-LABEL: func.func @no_tma
+// CHECK-NOT: tile.tensor_map
+// CHECK-NOT: tile.tma_load
+// CHECK: tile.block_load
+// CHECK: tile.block_load
+// CHECK: tile.block_load
+func.func @no_tma(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.ptr<f16>, %n: i32 {tile.divisibility = 16 : i32},
+                  %odd: i32) -> tensor<64x64xf32> attributes {tile.num_stages = 3 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c32 = arith.constant 32 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %odd64 = arith.extsi %odd : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %unaligned = tile.make_block_ptr %b, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x32xf16>>
+  %strided = tile.make_block_ptr %a, [%n64, %n64], [%odd64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<32x64xf16>>
+  %column = tile.make_block_ptr %a, [%n64, %n64], [%one, %n64], [%c0, %c0] {order = array<i32: 0, 1>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<32x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c32 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %pa = tile.advance %unaligned, [%c0, %i] : !tile.block_ptr<tensor<64x32xf16>>
+    %pb = tile.advance %strided, [%i, %c0] : !tile.block_ptr<tensor<32x64xf16>>
+    %pc = tile.advance %column, [%i, %c0] : !tile.block_ptr<tensor<32x64xf16>>
+    %x = tile.block_load %pa {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x32xf16>> -> tensor<64x32xf16>
+    %y = tile.block_load %pb {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<32x64xf16>> -> tensor<32x64xf16>
+    %z = tile.block_load %pc {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<32x64xf16>> -> tensor<32x64xf16>
+    %d = tile.dot %x, %y, %acc : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>
+    %e = tile.dot %x, %z, %d : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>
+    scf.yield %e : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}

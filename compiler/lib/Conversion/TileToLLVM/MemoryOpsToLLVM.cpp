@@ -2,6 +2,8 @@
 // stores and atomics, and block pointers as (base, shape, strides, offsets) structs.
 #include "Utility.h"
 
+#include "tessera/compiler/Layout/SwizzledTile.h"
+
 using namespace mlir;
 
 namespace tessera::tile::lowering {
@@ -547,12 +549,107 @@ struct AsyncWaitLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
   }
 };
 
+/// Whether this thread is the CTA's first: the one that initializes barriers and issues TMA
+/// loads.
+Value isFirstThread(OpBuilder &b, Location loc) {
+  Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+  return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, tid, i32Constant(b, loc, 0));
+}
+
+/// The 32-bit shared-memory address PTX's mbarrier and bulk-copy instructions take.
+Value sharedAddress(OpBuilder &b, Location loc, Value ptr) {
+  return LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
+}
+
+/// The first thread initializes each stage's mbarrier; the fence makes the initialization
+/// visible to the tensor memory accelerator, the barrier to every thread.
+struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(InitBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getBarriers().getType();
+    Value first = isFirstThread(rewriter, loc);
+    for (int64_t s = 0; s < type.getStages(); ++s) {
+      Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), i32Constant(rewriter, loc, s), type);
+      ptx(rewriter, loc, Type(), "@$0 mbarrier.init.shared::cta.b64 [$1], " + std::to_string(op.getArrivals()) + ";",
+          "b,r", {first, sharedAddress(rewriter, loc, barrier)}, true);
+    }
+    ptx(rewriter, loc, Type(), "fence.mbarrier_init.release.cluster;", "", {}, true);
+    barrier(rewriter, loc);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// Where active, the first thread arrives on the stage's barrier expecting the block's bytes
+/// and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
+/// first, one per dimension of the block); the barrier's phase completes when every byte has
+/// landed.
+struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto block = op.getPtr().getType().getBlockType();
+    const int64_t rank = block.getRank(), bytes = 2;
+    auto tile = op.getBuffer().getType().getTileType();
+    const int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
+    const int64_t atomColumns = layout::SwizzledTile(rows, cols, bytes).atomColumns;
+    BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), rank);
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
+    Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), adaptor.getSlot(), op.getBarriers().getType());
+    Value issue = LLVM::AndOp::create(rewriter, loc, isFirstThread(rewriter, loc), adaptor.getActive());
+    // $0 issue, $1 barrier, $2 map, $3.. the outer coordinates (innermost first), then per atom
+    // its destination and column.
+    Values operands{issue, sharedAddress(rewriter, loc, barrier),
+                    LLVM::PtrToIntOp::create(rewriter, loc, rewriter.getI64Type(), adaptor.getMap())};
+    std::string constraints = "b,r,l", outer;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      outer += ", $" + std::to_string(operands.size());
+      operands.push_back(bp.offsets[d]);
+      constraints += ",r";
+    }
+    std::string code = "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], " + std::to_string(rows * cols * bytes) + ";";
+    for (int64_t atom = 0; atom < cols / atomColumns; ++atom) {
+      Value dst = LLVM::GEPOp::create(rewriter, loc, stage.getType(), rewriter.getI8Type(), stage,
+                                      ValueRange{i32Constant(rewriter, loc, atom * rows * atomColumns * bytes)});
+      Value col = LLVM::AddOp::create(rewriter, loc, bp.offsets[rank - 1], i32Constant(rewriter, loc, atom * atomColumns));
+      std::string d = std::to_string(operands.size()), c = std::to_string(operands.size() + 1);
+      operands.append({sharedAddress(rewriter, loc, dst), col});
+      constraints += ",r,r";
+      code += "\n\t@$0 cp.async.bulk.tensor." + std::to_string(rank) +
+              "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$" + d + "], [$2, {$" + c + outer + "}], [$1];";
+    }
+    ptx(rewriter, loc, Type(), code, constraints, operands, true);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// Spins on the stage barrier's phase (try_wait suspends the thread for a while in hardware);
+/// with `sync`, then a CTA barrier.
+struct WaitBarrierLowering : ConvertOpToLLVMPattern<WaitBarrierOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(WaitBarrierOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value stageBarrier = sharedStage(rewriter, loc, adaptor.getBarriers(), adaptor.getSlot(), op.getBarriers().getType());
+    ptx(rewriter, loc, Type(),
+        "{\n\t.reg .pred done;\n\tLAB_WAIT:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n\t@!done bra LAB_WAIT;\n\t}",
+        "r,r", {sharedAddress(rewriter, loc, stageBarrier), adaptor.getParity()}, true);
+    if (op.getSync())
+      barrier(rewriter, loc);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
                AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
-               AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering>(converter);
+               AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering, InitBarriersLowering,
+               TmaLoadLowering, WaitBarrierLowering>(converter);
 }
 
 } // namespace tessera::tile::lowering

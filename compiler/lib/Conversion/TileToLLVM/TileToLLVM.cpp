@@ -76,6 +76,15 @@ void prepareKernels(ModuleOp module) {
                   b.getI32IntegerAttr(std::min(255, 65536 / (numWarpsOf(func) * 32) / 8 * 8)));
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName))
       needsShared |= bytes.getInt() > 0;
+    // A tensor map is a 128-byte, 64-byte-aligned parameter the TMA reads in place
+    // (__grid_constant__): its address is taken, yet it is not copied to local memory.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kTensorMapAttrName)) {
+        func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                        TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
+        func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
+        func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
+      }
   });
   if (!needsShared || module.lookupSymbol("global_smem"))
     return;
@@ -138,6 +147,18 @@ struct TileConvertToLLVMPass : tessera::impl::TileConvertToLLVMBase<TileConvertT
       if (failed(applyPartialConversion(module, target, std::move(patterns))))
         return signalPassFailure();
     }
+    // The TMA reads each tensor map on first use: fetch them while the kernel starts up.
+    module.walk([](LLVM::LLVMFuncOp func) {
+      if (func.isExternal())
+        return;
+      OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (func.getArgAttr(i, kTensorMapAttrName)) {
+          Location loc = func.getLoc();
+          Value address = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), func.getArgument(i));
+          ptx(b, loc, Type(), "prefetch.tensormap [$0];", "l", {address}, true);
+        }
+    });
     // tile.* attributes have done their job; LLVM IR translation does not know them.
     module.walk([](LLVM::LLVMFuncOp func) {
       for (NamedAttribute attr : llvm::to_vector(func->getDiscardableAttrs()))

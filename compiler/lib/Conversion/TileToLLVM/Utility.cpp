@@ -19,6 +19,8 @@ TileTypeConverter::TileTypeConverter(MLIRContext *context) : LLVMTypeConverter(c
     return LLVM::LLVMStructType::getLiteral(context, body);
   });
   addConversion([context](SharedBufferType) -> Type { return LLVM::LLVMPointerType::get(context, 3); });
+  // The address of the kernel parameter (a byval grid constant) holding the CUtensorMap.
+  addConversion([context](TensorMapType) -> Type { return LLVM::LLVMPointerType::get(context); });
   addConversion([context](BlockPointerType type) -> Type {
     int64_t rank = type.getBlockType().getRank();
     SmallVector<Type> body{LLVM::LLVMPointerType::get(context, 1)};

@@ -65,6 +65,17 @@ Type getPointeeType(Type ptrLike) {
   return {};
 }
 
+std::optional<BlockTile> blockTile(RankedTensorType block) {
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < block.getRank(); ++d)
+    if (block.getDimSize(d) != 1)
+      dims.push_back(d);
+  if (block.getRank() > 5 || dims.size() != 2 || dims[1] != block.getRank() - 1)
+    return std::nullopt;
+  return BlockTile{RankedTensorType::get({block.getDimSize(dims[0]), block.getDimSize(dims[1])}, block.getElementType()),
+                   dims[0], dims[1]};
+}
+
 Type getBoolLike(Type type) {
   auto i1 = IntegerType::get(type.getContext(), 1);
   if (auto tensor = dyn_cast<RankedTensorType>(type))

@@ -701,3 +701,38 @@ LogicalResult SharedLoadOp::verify() {
     return emitOpError() << "reads " << d(getType()) << " from stages of " << d(tile);
   return success();
 }
+
+namespace {
+/// Whether `type` is a ring of mbarriers: one i64 a stage.
+bool isBarrierRing(SharedBufferType type) {
+  auto tile = type.getTileType();
+  return tile.getRank() == 1 && tile.getDimSize(0) == 1 && tile.getElementType().isInteger(64);
+}
+} // namespace
+
+LogicalResult InitBarriersOp::verify() {
+  if (!isBarrierRing(getBarriers().getType()))
+    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
+  if (getArrivals() < 1)
+    return emitOpError() << "needs at least one arrival, got " << getArrivals();
+  return success();
+}
+
+LogicalResult TmaLoadOp::verify() {
+  auto block = getPtr().getType().getBlockType(), tile = getBuffer().getType().getTileType();
+  std::optional<BlockTile> copied = blockTile(block);
+  if (!copied || block.getElementType().getIntOrFloatBitWidth() != 16)
+    return emitOpError() << "copies blocks of 16-bit elements that are 2-D tiles but for unit dimensions "
+                            "(the columns innermost), not " << d(block);
+  if (!sameIgnoringLayout(copied->tile, tile))
+    return emitOpError() << "copies blocks of " << d(block) << " into stages of " << d(tile);
+  if (!isBarrierRing(getBarriers().getType()) || getBarriers().getType().getStages() != getBuffer().getType().getStages())
+    return emitOpError() << "needs one mbarrier (tensor<1xi64>) per stage of the buffer";
+  return success();
+}
+
+LogicalResult WaitBarrierOp::verify() {
+  if (!isBarrierRing(getBarriers().getType()))
+    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
+  return success();
+}

@@ -3,10 +3,13 @@
 #ifndef TESSERA_JIT_RUNTIME_H
 #define TESSERA_JIT_RUNTIME_H
 
+#include "tessera/compiler/Compiler.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tessera::jit {
 
@@ -122,7 +125,8 @@ void copy_device(void *dst, const void *src, size_t bytes);
 /// A loaded PTX module and one of its functions.
 class LoadedKernel {
 public:
-  LoadedKernel(const std::string &ptx, const std::string &name, int num_warps, int64_t shared_memory);
+  LoadedKernel(const std::string &ptx, const std::string &name, int num_warps, int64_t shared_memory,
+               std::vector<compiler::TensorMap> tensor_maps = {});
   ~LoadedKernel();
   LoadedKernel(const LoadedKernel &) = delete;
   LoadedKernel &operator=(const LoadedKernel &) = delete;
@@ -132,6 +136,8 @@ public:
   int registers() const;
   int spilled_bytes() const;
   int64_t shared_memory() const { return shared_memory_; }
+  /// The TMA tensor maps the kernel takes after its arguments.
+  const std::vector<compiler::TensorMap> &tensor_maps() const { return tensor_maps_; }
 
 private:
   void *module_ = nullptr;
@@ -139,6 +145,7 @@ private:
   std::string name_;
   int threads_;
   int64_t shared_memory_;
+  std::vector<compiler::TensorMap> tensor_maps_;
 };
 
 } // namespace tessera::jit

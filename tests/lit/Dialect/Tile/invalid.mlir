@@ -415,3 +415,41 @@ func.func @shared_load_type(%slot: i32) {
   %t = tile.shared_load %buf[%slot] : !tile.shared<2 x tensor<64x32xbf16>> -> tensor<32x64xbf16>
   return
 }
+
+// -----
+
+func.func @init_barriers_ring() {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
+  // expected-error @+1 {{needs stages of tensor<1xi64>, not bf16[64x32]}}
+  tile.init_barriers %buf arrivals 1 : !tile.shared<2 x tensor<64x32xbf16>>
+  return
+}
+
+// -----
+
+func.func @tma_load_block(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64x64xf16>>, %slot: i32, %on: i1) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xf16>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  // expected-error @+1 {{copies blocks of f16[64x64] into stages of f16[64x32]}}
+  tile.tma_load %map, %bp into %buf[%slot], %bars if %on : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x32xf16>>, !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
+func.func @tma_load_barriers(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64x64xf16>>, %slot: i32, %on: i1) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>
+  // expected-error @+1 {{needs one mbarrier (tensor<1xi64>) per stage of the buffer}}
+  tile.tma_load %map, %bp into %buf[%slot], %bars if %on : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+  return
+}
+
+// -----
+
+func.func @wait_barrier_ring(%slot: i32) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<2xi64>>
+  // expected-error @+1 {{needs stages of tensor<1xi64>, not i64[2]}}
+  tile.wait_barrier %buf[%slot], %slot : !tile.shared<2 x tensor<2xi64>>
+  return
+}

@@ -13,9 +13,16 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     load becomes a ring of `tile.num_stages` shared-memory stages filled by `tile.async_copy`
     (cp.async): the first stages - 1 iterations are copied before the loop, and each iteration
     waits for its own stage, reads it and starts the copy for the iteration stages - 1 ahead
-    into the stage the previous iteration finished with. With `tile.invariant_operands_in_shared`
-    on the kernel, a tile loaded outside loops and used only by dots inside them is copied once
-    into a one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
+    into the stage the previous iteration finished with. With `tile.tma` on the kernel (Hopper),
+    `tile.block_load`s of such tiles whose tensor is a 16-byte-aligned kernel argument with a
+    shape and strides the launcher knows (arguments or constants; rows a multiple of 16 bytes,
+    the last stride 1) are copied by the tensor memory accelerator instead: the kernel gets a
+    `!tile.tensor_map` argument per tensor and block shape (its `tile.tensor_map` attribute
+    says how the launcher builds it), the stages an mbarrier each (`tile.init_barriers`), the
+    fills are `tile.tma_load`s and each iteration waits for its stage's phase
+    (`tile.wait_barrier {sync}`). With `tile.invariant_operands_in_shared` on the kernel, a
+    tile loaded outside loops and used only by dots inside them is copied once into a
+    one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
   }];
 }
 
@@ -74,10 +81,10 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{
-    Pipeline rings (`tile.shared_alloc`) are placed first fit, 128-byte aligned: rings in use
+    Pipeline rings (`tile.shared_alloc`) are placed first fit, 1024-byte aligned: rings in use
     at the same time (from the first use to the end of the loop around the last) get disjoint
     ranges, rings of sequential loops share memory (each pipelined loop ends with an
-    async_wait 0 and a barrier). Layout conversions, cross-warp reductions and the CUDA-core
+    async_wait 0 and a barrier); rings of mbarriers are never shared. Layout conversions, cross-warp reductions and the CUDA-core
     dot use shared memory only while they run (barriers before and after), so their scratch
     overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
     `tile.shared_memory` (bytes).

@@ -2,6 +2,8 @@
 #ifndef TESSERA_COMPILER_DIALECT_TILE_TILEDIALECT_H
 #define TESSERA_COMPILER_DIALECT_TILE_TILEDIALECT_H
 
+#include <optional>
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -33,6 +35,16 @@ mlir::Type getPointeeType(mlir::Type ptrLike);
 /// i1, or a tensor of i1 with the shape of `type` when it is a tensor.
 mlir::Type getBoolLike(mlir::Type type);
 
+/// The 2-D tile a block of up to 5 dimensions holds once its unit dimensions are dropped (a
+/// [1, 64, 1, 128] block of a [batch, n, heads, d] tensor holds a 64x128 tile), with the
+/// dimensions its rows and columns come from; nullopt unless that is 2-D with the columns
+/// innermost. What the TMA copies into a stage.
+struct BlockTile {
+  mlir::RankedTensorType tile;
+  int64_t rowDim, colDim;
+};
+std::optional<BlockTile> blockTile(mlir::RankedTensorType block);
+
 /// Short, readable spelling of a type for error messages: f32, f16[128x64], ptr<f32>[128].
 std::string describe(mlir::Type type);
 
@@ -47,6 +59,10 @@ inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
 inline constexpr llvm::StringLiteral kSharedMemoryAttrName = "tile.shared_memory";
 /// Function attribute: the target has Hopper's warpgroup MMA (wgmma) and the kernel may use it.
 inline constexpr llvm::StringLiteral kWarpgroupMmaAttrName = "tile.warpgroup_mma";
+/// Function attribute: the target has Hopper's tensor memory accelerator and the kernel may
+/// copy blocks with it; argument attribute: how the launcher builds a `!tile.tensor_map`.
+inline constexpr llvm::StringLiteral kTmaAttrName = "tile.tma";
+inline constexpr llvm::StringLiteral kTensorMapAttrName = "tile.tensor_map";
 
 } // namespace tessera::tile
 

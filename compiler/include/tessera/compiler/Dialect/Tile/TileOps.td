@@ -390,6 +390,53 @@ def Tile_AsyncWaitOp : Tile_Op<"async_wait", [MemoryEffects<[MemRead, MemWrite]>
   let assemblyFormat = "$pending attr-dict";
 }
 
+def Tile_InitBarriersOp : Tile_Op<"init_barriers", [MemoryEffects<[MemWrite]>]> {
+  let summary = "initialize a ring of mbarriers, each completing a phase after `arrivals` arrivals";
+  let description = [{
+    One mbarrier per stage (a `tensor<1xi64>` stage). Afterwards every thread, and the tensor
+    memory accelerator, sees them initialized.
+
+    Example: `tile.init_barriers %bars arrivals 2 : !tile.shared<3 x tensor<1xi64>>`
+  }];
+  let arguments = (ins Tile_SharedBufferType:$barriers, I32Attr:$arrivals);
+  let assemblyFormat = "$barriers `arrivals` $arrivals attr-dict `:` qualified(type($barriers))";
+  let hasVerifier = 1;
+}
+
+def Tile_TmaLoadOp : Tile_Op<"tma_load", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start copying a block pointer's block into one stage of a ring (TMA)";
+  let description = [{
+    Where `active`, one thread arrives on `barriers[slot]` expecting the block's bytes and
+    has the tensor memory accelerator copy the block of the tensor `map` describes at the
+    block pointer's offsets into `buffer[slot]`, in the stage's swizzled layout (one copy per
+    128-byte-wide atom); elements outside the tensor read zero. The barrier's phase completes
+    when all its loads have landed (`tile.wait_barrier`).
+
+    Example: `tile.tma_load %map, %bp into %buf[%slot], %bars if %active : !tile.block_ptr<tensor<128x64xf16>>, !tile.shared<3 x tensor<128x64xf16>>, !tile.shared<3 x tensor<1xi64>>`
+  }];
+  let arguments = (ins Tile_TensorMapType:$map, Tile_BlockPointerType:$ptr, Tile_SharedBufferType:$buffer,
+                       I32:$slot, Tile_SharedBufferType:$barriers, I1:$active);
+  let assemblyFormat = [{
+    $map `,` $ptr `into` $buffer `[` $slot `]` `,` $barriers `if` $active attr-dict `:`
+    qualified(type($ptr)) `,` qualified(type($buffer)) `,` qualified(type($barriers))
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_WaitBarrierOp : Tile_Op<"wait_barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait until the phase of parity `parity` of `barriers[slot]` has completed";
+  let description = [{
+    After it, this thread sees what the phase's TMA loads wrote. With `sync`, a CTA barrier
+    follows: every thread has also finished reading the stages it read before it (so they may
+    be refilled), as after `tile.async_wait`.
+
+    Example: `tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<3 x tensor<1xi64>>`
+  }];
+  let arguments = (ins Tile_SharedBufferType:$barriers, I32:$slot, I32:$parity, UnitAttr:$sync);
+  let assemblyFormat = "$barriers `[` $slot `]` `,` $parity attr-dict `:` qualified(type($barriers))";
+  let hasVerifier = 1;
+}
+
 def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
   let summary = "read one stage of a ring into registers";
   let description = [{

@@ -49,6 +49,18 @@ def Tile_SharedBufferType : Tile_TypeDef<"SharedBuffer", "shared"> {
   let assemblyFormat = "`<` $stages `x` $tileType `>`";
 }
 
+def Tile_TensorMapType : Tile_TypeDef<"TensorMap", "tensor_map"> {
+  let summary = "a TMA tensor map (CUtensorMap) passed to the kernel by value";
+  let description = [{
+    Only kernel arguments have this type: `tile-pipeline-loops` adds one per tensor it copies
+    with the tensor memory accelerator, with a `tile.tensor_map` argument attribute saying how
+    the launcher builds it from the other arguments (see Compiler.h's TensorMap). Lowered to a
+    64-byte-aligned 128-byte `byval` grid constant.
+
+    Example: `!tile.tensor_map`.
+  }];
+}
+
 def Tile_Ptr : Type<CPred<"::llvm::isa<::tessera::tile::PointerType>($_self)">,
                     "tile pointer", "::tessera::tile::PointerType">;
 def Tile_PtrTensor : RankedTensorOf<[Tile_PointerType]>;
