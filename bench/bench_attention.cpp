@@ -19,13 +19,17 @@ int main(int argc, char **argv) {
   std::string gpu = jit::current_device().name;
   std::printf("%-5s %4s %4s %6s %4s %-7s %10s %10s %12s  %s\n", "dtype", "B", "H", "N", "D", "causal", "ms", "TFLOP/s",
               "default ms", "best config");
-  // argv[2] (optional): only this dtype ("f16" or "bf16").
+  // argv[2] (optional): only this dtype ("f16" or "bf16"); argv[3] and argv[4] (optional):
+  // only this D and N, printing every config's time (an A/B of the tuning space).
   std::string only = argc > 2 ? argv[2] : "";
+  const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t D : {64, 128}) {
-      if (!only.empty() && dsl::to_string(dtype) != only)
+      if ((!only.empty() && dsl::to_string(dtype) != only) || (onlyD && D != onlyD))
         continue;
       for (int64_t N : {1024, 4096, 8192, 16384}) {
+        if (onlyN && N != onlyN)
+          continue;
         const int64_t B = 16384 / N, H = 2048 / D, numel = B * H * N * D;
         jit::DeviceBuffer q(numel * 2), k(numel * 2), v(numel * 2), o(numel * 2), lse(B * H * N * 4);
         q.fill_bytes(0x2E); // small positive values: finite scores, no overflow
@@ -46,6 +50,8 @@ int main(int argc, char **argv) {
                 [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); }, 5, 30);
             if (defaultMs == 0)
               defaultMs = t;
+            if (onlyN)
+              std::printf("  %8.3f ms  %s\n", t, config.str().c_str());
             if (t < ms)
               ms = t, best = config.str();
           }

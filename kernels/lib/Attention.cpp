@@ -172,13 +172,28 @@ jit::Autotuner &tunerFor(Tuned which, dsl::DType dtype, int64_t padded, bool cau
   return *slot;
 }
 
+/// Whether the TMA can copy these views' blocks: on a Hopper GPU (or the interpreter, which
+/// runs any config), 16-byte-aligned addresses and strides that are 1 or multiples of 16.
+bool tmaCopies(std::initializer_list<const TensorView *> views) {
+  if (!interpreter::enabled() && jit::current_device().major != 9)
+    return false;
+  for (const TensorView *t : views) {
+    if (reinterpret_cast<uintptr_t>(t->data) % 16)
+      return false;
+    for (int64_t d = 0; d < 3; ++d)
+      if (t->stride(d) % 16)
+        return false;
+  }
+  return true;
+}
+
 void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
     int64_t v = config.get(name, 0);
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
-  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX"}) {
+  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
@@ -192,30 +207,42 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
 
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal) {
   int64_t padded = paddedHeadDim(head_dim);
-  // (BLOCK_M, BLOCK_N, warps, stages, SPLIT_MASKED, Q in shared memory): every warp owns at
-  // least 16 whole rows, so that the softmax statistics stay in the warp; the f32 accumulator
-  // (BLOCK_M x d) must fit in registers beside the scores (BLOCK_M x BLOCK_N), which from
-  // d = 128 on leaves Q to shared memory when a warp owns 32 rows. Measured on the H200: the
-  // split into unmasked and masked loops pays at d <= 64 (causal +25%); at d = 128 it pays
-  // together with FlashAttention-3's order (the default there: B4 H16 N8192, 1.07x / 1.10x
-  // the plain loop, non-causal / causal).
+  // (BLOCK_M, BLOCK_N, warps, stages, SPLIT_MASKED, Q in shared memory, OVERLAP_SOFTMAX,
+  // BLOCK_POINTERS): every warp owns at least 16 whole rows, so that the softmax statistics
+  // stay in the warp; the f32 accumulator (BLOCK_M x d) must fit in registers beside the
+  // scores (BLOCK_M x BLOCK_N), which from d = 128 on leaves Q to shared memory when a warp
+  // owns 32 rows. Measured on the H200: the split into unmasked and masked loops pays at
+  // d <= 64 (causal +25%), where 64x64 blocks on 4 warps are what tuning picks (1.2x the
+  // 128x64 blocks that were the default); at d = 128 it pays together with FlashAttention-3's
+  // order (the default there: B4 H16 N8192, 1.07x / 1.10x the plain loop, non-causal /
+  // causal); its 4-stage ring (second) was another 1.07x without the causal mask and 0.98x
+  // with it in one run (B2 H16 N8192): tuning decides.
   // OVERLAP_SOFTMAX (FlashAttention-3's order) pays where the dots run on Hopper's wgmma: 16
-  // rows a warp in whole warpgroups.
-  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> shapes;
+  // rows a warp in whole warpgroups. BLOCK_POINTERS: K and V through block pointers, copied
+  // by the TMA on Hopper when they are 16-byte aligned (attention_forward turns it off
+  // elsewhere); without warp specialization it measured 0.74-0.89x the same config on
+  // cp.async (d = 128, H200), so one config a space lets the tuner try it.
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> shapes;
   if (padded <= 64)
-    shapes = {{128, 64, 4, 3, 1, 0, 0}, {128, 64, 4, 3, 0, 0, 0}, {128, 128, 8, 2, 1, 0, 0}, {64, 64, 4, 3, 1, 0, 0},
-              {64, 64, 4, 3, 1, 0, 1}, {128, 128, 8, 2, 1, 0, 1}, {128, 64, 8, 3, 1, 0, 1}};
+    shapes = {{64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 4, 3, 1, 0, 0, 0}, {128, 64, 4, 3, 0, 0, 0, 0},
+              {128, 128, 8, 2, 1, 0, 0, 0}, {64, 64, 4, 3, 1, 0, 1, 0},  {128, 128, 8, 2, 1, 0, 1, 0},
+              {128, 64, 8, 3, 1, 0, 1, 0},  {64, 64, 4, 4, 1, 0, 0, 0},  {64, 64, 4, 3, 1, 0, 0, 1}};
   else if (padded <= 128)
-    shapes = {{128, 64, 8, 3, 1, 0, 1}, {128, 32, 4, 3, 0, 1, 0}, {128, 32, 4, 3, 1, 1, 0}, {128, 64, 4, 2, 0, 1, 0},
-              {128, 64, 8, 3, 1, 0, 0}, {64, 64, 4, 3, 1, 0, 0},  {128, 64, 8, 3, 0, 0, 1}, {128, 128, 8, 2, 0, 1, 1},
-              {128, 64, 8, 3, 0, 0, 0}};
+    shapes = {{128, 64, 8, 3, 1, 0, 1, 0}, {128, 64, 8, 4, 1, 0, 1, 0}, {128, 32, 4, 3, 0, 1, 0, 0},
+              {128, 32, 4, 3, 1, 1, 0, 0}, {128, 64, 4, 2, 0, 1, 0, 0}, {128, 64, 8, 3, 1, 0, 0, 0},
+              {64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 8, 3, 0, 0, 1, 0}, {128, 128, 8, 2, 0, 1, 1, 0},
+              {128, 64, 8, 3, 0, 0, 0, 0}, {128, 64, 8, 3, 1, 0, 1, 1}};
   else
-    shapes = {{64, 32, 4, 2, 0, 1, 0}, {64, 64, 4, 2, 0, 1, 0}, {128, 32, 8, 2, 0, 1, 0}, {64, 32, 4, 2, 0, 0, 0}};
+    shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
+              {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
-  for (auto [bm, bn, warps, stages, split, qShared, overlap] : shapes)
+  for (auto [bm, bn, warps, stages, split, qShared, overlap, blockPointers] : shapes) {
     configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", split}, {"num_warps", warps}, {"num_stages", stages},
                        {"invariant_operands_in_shared", qShared}, {"OVERLAP_SOFTMAX", overlap}});
+    if (blockPointers)
+      configs.back().set("BLOCK_POINTERS", 1);
+  }
   return configs;
 }
 
@@ -274,6 +301,8 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
       space.push_back(config);
   };
   for (dsl::Config forward : attention_forward_configs(padded, false)) {
+    if (forward.get("BLOCK_POINTERS", 0))
+      continue; // the block-sparse kernel reads K and V through tiles of pointers
     forward.set("SPLIT_MASKED", 0); // the kernel has its own split: full and partial blocks
     // The plain order first: with few blocks a row, FlashAttention-3's order costs more (a
     // product before the first block and after the last of each list) than it hides (H200).
@@ -448,11 +477,16 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   std::vector<dsl::LaunchArg> args{q.data, k.data, v.data, o.data, lse.data, n_q, n_kv, heads_q,
                                    heads_q / heads_kv, head_dim, q.stride(0), q.stride(1), q.stride(2),
                                    k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-                                   v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale)};
+                                   v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale),
+                                   batch, heads_kv};
   const jit::GridFn grid = blockGrid(n_q, "BLOCK_M", batch * heads_q);
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(Tuned::forward, q.dtype, padded, options.causal).config_for(grid, args);
+  // Block pointers pay where the TMA copies them: on Hopper, K and V and their strides 16-byte
+  // aligned (as the compiler's specialization sees them: addresses, strides in multiples of 16).
+  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v}))
+    config.set("BLOCK_POINTERS", 0);
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 

@@ -13,10 +13,12 @@ template <typename T> Kernel forward() {
   return kernel("attention_fwd", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Ptr<f32> lse, Int n_q, Int n_kv,
                                     Int heads_q, Int group, Int head_dim, Long q_sb, Long q_sn, Long q_sh,
                                     Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn, Long v_sh,
-                                    Long o_sb, Long o_sn, Long o_sh, Float scale, const Config &cfg) {
+                                    Long o_sb, Long o_sn, Long o_sh, Float scale, Int batches, Int heads_kv,
+                                    const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
 
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
@@ -58,7 +60,7 @@ template <typename T> Kernel forward() {
       if (overlap)
         softmax.defer(bn, T::dtype);
       // Which elements of K or V rows `cols` to read (those outside [begin, end) read as 0
-      // where `bounded`), and V's.
+      // where `bounded`).
       auto readable = [&](const Tile &cols, bool bounded) {
         Tile ok = broadcast_to(dim_ok, {bn, d});
         if (masked || bounded)
@@ -67,16 +69,28 @@ template <typename T> Kernel forward() {
           ok = ok && expand_dims(cols, 1) >= begin;
         return ok;
       };
-      auto load_v = [&](const Tile &cols, bool bounded) {
-        return loadRows(v_base, cols, v_sn, dims, readable(cols, bounded));
+      // K's or V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced). Through a
+      // block pointer (on Hopper the TMA's copy) everything outside the tensor reads 0: rows
+      // outside [begin, end) are read, but their probabilities are 0.
+      auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &first,
+                           bool bounded) {
+        if (block_pointers)
+          return reshape(load(make_block_ptr(tensor, {batches, n_kv, heads_kv, head_dim}, {sb, sn, sh, 1},
+                                             {batch, first, kv_head, 0}, {1, bn, 1, d})),
+                         {bn, d});
+        Tile cols = first + arange(0, bn);
+        return loadRows(base, cols, sn, dims, readable(cols, bounded));
+      };
+      auto load_v = [&](const Tile &first, bool bounded) {
+        return load_rows(v_base, v, v_sb, v_sn, v_sh, first, bounded);
       };
       for_range(begin, end, bn, softmax.state(), [&](Tile start) {
         Tile cols = start + arange(0, bn);
-        // K as stored, [BLOCK_N, d] (coalesced); the dot reads it transposed.
-        Tile k_tile = loadRows(k_base, cols, k_sn, dims, readable(cols, false));
+        // The dot reads K transposed.
+        Tile k_tile = load_rows(k_base, k, k_sb, k_sn, k_sh, start, false);
         Tile qk = dot(q_tile, trans(k_tile));
         if (overlap)
-          softmax.multiply_pending(load_v(cols - bn, true));
+          softmax.multiply_pending(load_v(start - bn, true));
         Tile scores = qk * qk_scale;
         if (masked) {
           Tile visible = expand_dims(cols, 0) < n_kv;
@@ -87,10 +101,10 @@ template <typename T> Kernel forward() {
         if (overlap)
           softmax.add_deferred(scores);
         else
-          softmax.add(scores, [&] { return load_v(cols, false); });
+          softmax.add(scores, [&] { return load_v(start, false); });
       });
       if (overlap) // the last block's V: its first row is the last multiple of BLOCK_N past begin
-        softmax.multiply_pending(load_v(begin + maximum(end - begin - 1, 0) / bn * bn + arange(0, bn), true));
+        softmax.multiply_pending(load_v(begin + maximum(end - begin - 1, 0) / bn * bn, true));
     };
     if (split)
       visit(0, full_end, false);

@@ -13,8 +13,9 @@ namespace tessera::kernels::detail {
 /// Flash attention forward over strided [batch, n, heads, head_dim] Q, K, V, O and a
 /// contiguous [batch, heads_q, n_q] LSE. Meta parameters: BLOCK_M, BLOCK_N, HEAD_DIM (the
 /// head dim padded to a power of two >= 16), CAUSAL (0/1), SPLIT_MASKED (0/1: unmasked key
-/// blocks in a loop of their own), OVERLAP_SOFTMAX (0/1: FlashAttention-3's order). Grid:
-/// (cdiv(n_q, BLOCK_M), batch * heads_q).
+/// blocks in a loop of their own), OVERLAP_SOFTMAX (0/1: FlashAttention-3's order),
+/// BLOCK_POINTERS (0/1: K and V through block pointers of [batch, n_kv, heads_kv, head_dim],
+/// the TMA's on Hopper). Grid: (cdiv(n_q, BLOCK_M), batch * heads_q).
 dsl::Kernel attention_forward_kernel(dsl::DType dtype);
 
 /// BlockMask::from_mask_mod's classifier: grid (query blocks, key blocks, batch * heads),

@@ -29,13 +29,15 @@ struct Case {
   int batch, n_q, n_kv, heads_q, heads_kv, d;
   bool causal, bhsd;
   DType dtype;
-  bool overlap = false; // the first tuned config in FlashAttention-3's order (OVERLAP_SOFTMAX)
+  /// With the first tuned config that sets this knob (OVERLAP_SOFTMAX: FlashAttention-3's
+  /// order; BLOCK_POINTERS: K and V through block pointers).
+  const char *knob = nullptr;
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) {
   return os << c.batch << "x" << c.n_q << "x" << c.n_kv << " heads " << c.heads_q << "/" << c.heads_kv << " d"
             << c.d << (c.causal ? " causal" : "") << (c.bhsd ? " BHSD" : " BSHD") << " " << dsl::to_string(c.dtype)
-            << (c.overlap ? " overlapped" : "");
+            << (c.knob ? std::string(" ") + c.knob : "");
 }
 
 /// Host memory registered with the interpreter, with a [batch, n, heads, d] view in either layout.
@@ -75,9 +77,9 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   AttentionOptions options;
   options.causal = c.causal;
   for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
-    if (c.overlap && !options.config && config.get("OVERLAP_SOFTMAX", 0))
+    if (c.knob && !options.config && config.get(c.knob, 0))
       options.config = config;
-  ASSERT_EQ(c.overlap, options.config.has_value()) << c;
+  ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
 
   // Each head gathered contiguous for the shared fp64 reference.
@@ -126,10 +128,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 20, 40, 1, 1, 256, false, true, DType::bf16}, // widest head dim
                       Case{2, 64, 64, 3, 3, 40, true, false, DType::f16},    // odd d, causal square
                       // FlashAttention-3's order: ragged tails, empty loops, no keys at all.
-                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, true},
-                      Case{1, 70, 130, 1, 1, 128, false, true, DType::bf16, true},
-                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, true},
-                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, true}));
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "OVERLAP_SOFTMAX"},
+                      Case{1, 70, 130, 1, 1, 128, false, true, DType::bf16, "OVERLAP_SOFTMAX"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "OVERLAP_SOFTMAX"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX"},
+                      // Block pointers: blocks past the ends (rows, padded head dims) read 0.
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "BLOCK_POINTERS"},
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "BLOCK_POINTERS"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "BLOCK_POINTERS"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "BLOCK_POINTERS"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -207,6 +214,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("OVERLAP_SOFTMAX", 1);
   options.config->set("SPLIT_MASKED", -1);
   expectError("SPLIT_MASKED must be 0 or 1");
+  options.config->set("SPLIT_MASKED", 1);
+  options.config->set("BLOCK_POINTERS", 3);
+  expectError("BLOCK_POINTERS must be 0 or 1");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
@@ -262,9 +272,9 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   AttentionOptions options;
   options.causal = c.causal;
   for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
-    if (c.overlap && !options.config && config.get("OVERLAP_SOFTMAX", 0))
+    if (c.knob && !options.config && config.get(c.knob, 0))
       options.config = config;
-  ASSERT_EQ(c.overlap, options.config.has_value()) << c;
+  ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
   Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);
