@@ -427,6 +427,46 @@ TEST_P(Matmul, MatchesFloat32Reference) {
   }
 }
 
+// Programs that each walk several output tiles run the TMA's pipelined k loop again and again:
+// its barriers are initialized anew for every tile (after being retired by the last one).
+TEST_F(GpuTest, MatmulTilesWalkedByFewProgramsReuseTheTmaBarriers) {
+  const int M = 256, N = 256, K = 320, programs = 3;
+  Kernel walk = kernel("tile_walk", [](Ptr<f16> a, Ptr<f16> b, Ptr<f32> c, Int m, Int n, Int k, const Config &) {
+    const int64_t bm = 64, bn = 64, bk = 64;
+    Tile tiles_n = cdiv(n, bn);
+    for_range(program_id(0), cdiv(m, bm) * tiles_n, num_programs(0), {}, [&](Tile t) {
+      Tile row = t / tiles_n * bm, col = t % tiles_n * bn;
+      Tile a_block = make_block_ptr(a, {m, k}, {k, 1}, {row, 0}, {bm, bk});
+      Tile b_block = make_block_ptr(b, {k, n}, {n, 1}, {0, col}, {bk, bn});
+      Tile acc = zeros({bm, bn}, DType::f32);
+      for_range(0, k, bk, {acc, a_block, b_block}, [&](Tile) {
+        acc = dot(load(a_block), load(b_block), acc);
+        a_block = advance(a_block, {0, bk});
+        b_block = advance(b_block, {bk, 0});
+      });
+      Tile rows = expand_dims(row + arange(0, bm), 1), cols = expand_dims(col + arange(0, bn), 0);
+      store(c + rows * n + cols, acc, rows < m && cols < n);
+    });
+  });
+  auto a = random_floats(M * K, 21), b = random_floats(K * N, 22);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = from_half(a16[i] = to_half(a[i]));
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = from_half(b16[i] = to_half(b[i]));
+  auto da = upload(a16), db = upload(b16), dc = poisoned(M * N * 4);
+  walk.launch({programs}, {{"num_stages", 3}}, da.data(), db.data(), dc.data(), M, N, K);
+  jit::synchronize();
+  auto got = download<float>(dc, M * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double want = 0;
+      for (int k = 0; k < K; ++k)
+        want += double(a[i * K + k]) * b[k * N + j];
+      ASSERT_NEAR(got[i * N + j], want, 1e-3 * std::abs(want) + 1e-3) << i << "," << j;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Matmul,
                          ::testing::Values(MatmulCase{64, 64, 64, false}, MatmulCase{100, 72, 50, false},
                                            MatmulCase{17, 130, 33, true}, MatmulCase{129, 31, 96, true},

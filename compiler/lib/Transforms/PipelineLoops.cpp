@@ -439,9 +439,12 @@ void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants, 
 
   // Nothing may still write the rings after the loop (every TMA load was for an iteration that
   // waited for it), and the CTA barrier keeps later fills of their memory from landing under a
-  // warp still reading the last stage.
+  // warp still reading the last stage. The barriers are retired: an outer loop may run this
+  // one again and initialize them anew.
   b.setInsertionPointAfter(loop);
   AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
+  if (rings.barriers)
+    InvalBarriersOp::create(b, loc, rings.barriers);
 }
 
 /// With tile.invariant_operands_in_shared: a tile loaded outside any loop and used only as

@@ -223,7 +223,8 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
 // build it: the pointer's and the extents' arguments, the last stride the constant 1, one box
 // per 128-byte atom), one mbarrier per stage expecting both loads, each iteration waiting for
 // its stage's phase (iteration / stages) % 2 with a CTA barrier before it refills. After the
-// loop a CTA barrier (async_wait 0) lets other rings reuse the memory.
+// loop a CTA barrier (async_wait 0) lets other rings reuse the memory, and the barriers are
+// retired (an outer loop may initialize them again).
 // CHECK-LABEL: func.func @tma_loop
 // CHECK-SAME: %[[A:[a-z0-9]+]]: !tile.ptr<f16> {tile.divisibility = 16 : i32}
 // CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 128, 32>, element_bytes = 2 : i64, pointer = 0 : i64, shape_args = array<i64: 2, 4>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 4, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 64 : i64}}
@@ -251,6 +252,7 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
 // CHECK: scf.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.async_wait 0
+// CHECK-NEXT: tile.inval_barriers %[[BARS]]
 func.func @tma_loop(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.ptr<f16> {tile.divisibility = 16 : i32},
                     %m: i32, %n: i32 {tile.divisibility = 16 : i32}, %k: i32 {tile.divisibility = 16 : i32})
     -> tensor<128x64xf32> attributes {tile.num_stages = 3 : i32, tile.tma} {

@@ -581,6 +581,23 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
   }
 };
 
+/// The first thread retires each stage's mbarrier (every thread is past its last wait).
+struct InvalBarriersLowering : ConvertOpToLLVMPattern<InvalBarriersOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(InvalBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getBarriers().getType();
+    Value first = isFirstThread(rewriter, loc);
+    for (int64_t s = 0; s < type.getStages(); ++s) {
+      Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), i32Constant(rewriter, loc, s), type);
+      ptx(rewriter, loc, Type(), "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,r",
+          {first, sharedAddress(rewriter, loc, barrier)}, true);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// Where active, the first thread arrives on the stage's barrier expecting the block's bytes
 /// and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
 /// first, one per dimension of the block); the barrier's phase completes when every byte has
@@ -649,7 +666,7 @@ void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &p
   patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
                AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
                AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering, InitBarriersLowering,
-               TmaLoadLowering, WaitBarrierLowering>(converter);
+               InvalBarriersLowering, TmaLoadLowering, WaitBarrierLowering>(converter);
 }
 
 } // namespace tessera::tile::lowering

@@ -718,6 +718,12 @@ LogicalResult InitBarriersOp::verify() {
   return success();
 }
 
+LogicalResult InvalBarriersOp::verify() {
+  if (!isBarrierRing(getBarriers().getType()))
+    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
+  return success();
+}
+
 LogicalResult TmaLoadOp::verify() {
   auto block = getPtr().getType().getBlockType(), tile = getBuffer().getType().getTileType();
   std::optional<BlockTile> copied = blockTile(block);

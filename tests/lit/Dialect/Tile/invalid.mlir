@@ -453,3 +453,12 @@ func.func @wait_barrier_ring(%slot: i32) {
   tile.wait_barrier %buf[%slot], %slot : !tile.shared<2 x tensor<2xi64>>
   return
 }
+
+// -----
+
+func.func @inval_barriers_ring() {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<8xi32>>
+  // expected-error @+1 {{needs stages of tensor<1xi64>, not i32[8]}}
+  tile.inval_barriers %buf : !tile.shared<2 x tensor<8xi32>>
+  return
+}

@@ -19,8 +19,10 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     the last stride 1) are copied by the tensor memory accelerator instead: the kernel gets a
     `!tile.tensor_map` argument per tensor and block shape (its `tile.tensor_map` attribute
     says how the launcher builds it), the stages an mbarrier each (`tile.init_barriers`), the
-    fills are `tile.tma_load`s and each iteration waits for its stage's phase
-    (`tile.wait_barrier {sync}`). With `tile.invariant_operands_in_shared` on the kernel, a
+    fills are `tile.tma_load`s, each iteration waits for its stage's phase
+    (`tile.wait_barrier {sync}`) and the barriers are retired after the loop
+    (`tile.inval_barriers`). Every pipelined loop ends with `tile.async_wait 0` (a CTA
+    barrier). With `tile.invariant_operands_in_shared` on the kernel, a
     tile loaded outside loops and used only by dots inside them is copied once into a
     one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
   }];
@@ -84,9 +86,9 @@ def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::Module
     Pipeline rings (`tile.shared_alloc`) are placed first fit, 1024-byte aligned: rings in use
     at the same time (from the first use to the end of the loop around the last) get disjoint
     ranges, rings of sequential loops share memory (each pipelined loop ends with an
-    async_wait 0 and a barrier); rings of mbarriers are never shared. Layout conversions, cross-warp reductions and the CUDA-core
-    dot use shared memory only while they run (barriers before and after), so their scratch
-    overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
+    async_wait 0 and a barrier); rings of mbarriers are never shared. Layout conversions,
+    cross-warp reductions and the CUDA-core dot use shared memory only while they run
+    (barriers before and after), so their scratch overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
     `tile.shared_memory` (bytes).
   }];
 }

@@ -403,6 +403,19 @@ def Tile_InitBarriersOp : Tile_Op<"init_barriers", [MemoryEffects<[MemWrite]>]> 
   let hasVerifier = 1;
 }
 
+def Tile_InvalBarriersOp : Tile_Op<"inval_barriers", [MemoryEffects<[MemWrite]>]> {
+  let summary = "retire a ring of mbarriers, so that their memory may be initialized again";
+  let description = [{
+    After every wait on them, and a CTA barrier (a pipelined loop's end): the loop may run
+    again (inside an outer loop) and initialize them anew.
+
+    Example: `tile.inval_barriers %bars : !tile.shared<3 x tensor<1xi64>>`
+  }];
+  let arguments = (ins Tile_SharedBufferType:$barriers);
+  let assemblyFormat = "$barriers attr-dict `:` qualified(type($barriers))";
+  let hasVerifier = 1;
+}
+
 def Tile_TmaLoadOp : Tile_Op<"tma_load", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "start copying a block pointer's block into one stage of a ring (TMA)";
   let description = [{
