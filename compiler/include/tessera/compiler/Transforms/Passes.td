@@ -104,8 +104,9 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
     waited for. A loop whose body's dots all feed, through the loop, only their own
     accumulator (a matmul's k loop) keeps them in flight into the next iteration: after its
     last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
-    warpgroups are done with their stages), and only then refills its stages; the loop's
-    results are waited for right after it.
+    warpgroups are done with their stages), and only then refills its stages (cp.async copies
+    or TMA loads; a TMA stage's `tile.wait_barrier` then needs no CTA barrier of its own); the
+    loop's results are waited for right after it.
   }];
 }
 
