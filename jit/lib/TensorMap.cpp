@@ -6,7 +6,7 @@ namespace tessera::jit {
 
 TensorMapEncoding plan_tensor_map(const std::string &kernel, const compiler::TensorMap &map,
                                   const dsl::LaunchArg *args, size_t count) {
-  auto fail = [&](int arg, const std::string &what) -> TensorMapEncoding {
+  auto fail = [&](int arg, const std::string &what) {
     throw Error("kernel '" + kernel + "': argument " + std::to_string(arg) + " " + what +
                 " (its tensor is copied by the TMA; a config without block pointers takes it)");
   };

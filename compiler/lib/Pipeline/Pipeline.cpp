@@ -81,17 +81,16 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
   int64_t wgmmaKnob = 1, tmaKnob = 1;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
-    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_warps") : mlir::IntegerAttr())
-      warps = static_cast<int>(attr.getInt());
-    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("num_stages") : mlir::IntegerAttr())
-      stages = static_cast<int>(attr.getInt());
-    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("invariant_operands_in_shared") : mlir::IntegerAttr())
-      if (attr.getInt())
-        func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
-    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("wgmma") : mlir::IntegerAttr())
-      wgmmaKnob = attr.getInt();
-    if (auto attr = config ? config.getAs<mlir::IntegerAttr>("tma") : mlir::IntegerAttr())
-      tmaKnob = attr.getInt();
+    auto knob = [&](const char *name, int64_t fallback) {
+      auto attr = config ? config.getAs<mlir::IntegerAttr>(name) : mlir::IntegerAttr();
+      return attr ? attr.getInt() : fallback;
+    };
+    warps = static_cast<int>(knob("num_warps", warps));
+    stages = static_cast<int>(knob("num_stages", stages));
+    if (knob("invariant_operands_in_shared", 0))
+      func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
+    wgmmaKnob = knob("wgmma", wgmmaKnob);
+    tmaKnob = knob("tma", tmaKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1)

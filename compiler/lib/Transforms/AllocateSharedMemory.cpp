@@ -70,7 +70,7 @@ struct TileAllocateSharedMemoryPass
         auto tile = type.getTileType();
         int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 1024);
         auto [first, last] = liveSpan(alloc, at);
-        if (tile.getElementType().isInteger(64) && tile.getNumElements() == 1)
+        if (isBarrierRing(type))
           std::tie(first, last) = std::pair(int64_t(0), at.end.lookup(func)); // mbarriers: never reused
         std::vector<std::pair<int64_t, int64_t>> taken; // [offset, end) of rings live at the same time
         for (const Placed &other : placed)

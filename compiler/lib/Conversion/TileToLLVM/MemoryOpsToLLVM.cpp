@@ -561,19 +561,24 @@ Value sharedAddress(OpBuilder &b, Location loc, Value ptr) {
   return LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
 }
 
+/// The first thread runs `instruction` (PTX whose $1 is the mbarrier's shared address) on the
+/// mbarrier of each stage of `barriers`.
+void onEachBarrier(OpBuilder &b, Location loc, Value barriers, SharedBufferType type, const std::string &instruction) {
+  Value first = isFirstThread(b, loc);
+  for (int64_t s = 0; s < type.getStages(); ++s) {
+    Value barrier = sharedStage(b, loc, barriers, i32Constant(b, loc, s), type);
+    ptx(b, loc, Type(), "@$0 " + instruction, "b,r", {first, sharedAddress(b, loc, barrier)}, true);
+  }
+}
+
 /// The first thread initializes each stage's mbarrier; the fence makes the initialization
 /// visible to the tensor memory accelerator, the barrier to every thread.
 struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(InitBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto type = op.getBarriers().getType();
-    Value first = isFirstThread(rewriter, loc);
-    for (int64_t s = 0; s < type.getStages(); ++s) {
-      Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), i32Constant(rewriter, loc, s), type);
-      ptx(rewriter, loc, Type(), "@$0 mbarrier.init.shared::cta.b64 [$1], " + std::to_string(op.getArrivals()) + ";",
-          "b,r", {first, sharedAddress(rewriter, loc, barrier)}, true);
-    }
+    onEachBarrier(rewriter, loc, adaptor.getBarriers(), op.getBarriers().getType(),
+                  "mbarrier.init.shared::cta.b64 [$1], " + std::to_string(op.getArrivals()) + ";");
     ptx(rewriter, loc, Type(), "fence.mbarrier_init.release.cluster;", "", {}, true);
     barrier(rewriter, loc);
     rewriter.eraseOp(op);
@@ -585,14 +590,8 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
 struct InvalBarriersLowering : ConvertOpToLLVMPattern<InvalBarriersOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(InvalBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto type = op.getBarriers().getType();
-    Value first = isFirstThread(rewriter, loc);
-    for (int64_t s = 0; s < type.getStages(); ++s) {
-      Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), i32Constant(rewriter, loc, s), type);
-      ptx(rewriter, loc, Type(), "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,r",
-          {first, sharedAddress(rewriter, loc, barrier)}, true);
-    }
+    onEachBarrier(rewriter, op.getLoc(), adaptor.getBarriers(), op.getBarriers().getType(),
+                  "mbarrier.inval.shared::cta.b64 [$1];");
     rewriter.eraseOp(op);
     return success();
   }

@@ -76,6 +76,11 @@ std::optional<BlockTile> blockTile(RankedTensorType block) {
                    dims[0], dims[1]};
 }
 
+bool isBarrierRing(SharedBufferType type) {
+  auto tile = type.getTileType();
+  return tile.getRank() == 1 && tile.getDimSize(0) == 1 && tile.getElementType().isInteger(64);
+}
+
 Type getBoolLike(Type type) {
   auto i1 = IntegerType::get(type.getContext(), 1);
   if (auto tensor = dyn_cast<RankedTensorType>(type))

@@ -702,14 +702,6 @@ LogicalResult SharedLoadOp::verify() {
   return success();
 }
 
-namespace {
-/// Whether `type` is a ring of mbarriers: one i64 a stage.
-bool isBarrierRing(SharedBufferType type) {
-  auto tile = type.getTileType();
-  return tile.getRank() == 1 && tile.getDimSize(0) == 1 && tile.getElementType().isInteger(64);
-}
-} // namespace
-
 LogicalResult InitBarriersOp::verify() {
   if (!isBarrierRing(getBarriers().getType()))
     return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());

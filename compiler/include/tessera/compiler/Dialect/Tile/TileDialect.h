@@ -45,6 +45,9 @@ struct BlockTile {
 };
 std::optional<BlockTile> blockTile(mlir::RankedTensorType block);
 
+/// Whether `type` is a ring of mbarriers: one i64 a stage.
+bool isBarrierRing(SharedBufferType type);
+
 /// Short, readable spelling of a type for error messages: f32, f16[128x64], ptr<f32>[128].
 std::string describe(mlir::Type type);
 
