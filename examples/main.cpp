@@ -67,6 +67,10 @@ int main(int argc, char **argv) {
         {examples::matmul<f16>(),
          {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 8}, {"num_stages", 4}},
          {7, 9, 11}, ".block_pointers"},
+        {examples::matmul<bf16>(),
+         {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 8},
+          {"num_stages", 4}, {"warp_specialize", 1}},
+         {7, 9, 11}, ".warp_specialized"},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
     const bool listing = printIR || !ptxDir.empty() || !only.empty() || shards > 1 || !overrides.empty();

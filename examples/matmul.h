@@ -62,19 +62,27 @@ dsl::Kernel matmul(std::function<dsl::Tile(dsl::Tile)> epilogue = {}) {
   });
 }
 
-/// The config space matmul is tuned over: block shapes, warps, pipeline stages, and the large
-/// tiles again through block pointers (the TMA on Hopper). The first is the default.
+/// The config space matmul is tuned over: block shapes, warps, pipeline stages, the large
+/// tiles again through block pointers (the TMA on Hopper), and those once more with a producer
+/// warpgroup issuing the TMA loads (warp_specialize). The first is the default.
 inline std::vector<dsl::Config> matmul_configs() {
   std::vector<dsl::Config> configs;
-  for (auto [bm, bn, bk, warps, stages, block_pointers] : std::vector<std::tuple<int, int, int, int, int, int>>{
-           {128, 128, 32, 4, 3, 0}, {128, 128, 32, 4, 4, 0}, {128, 128, 32, 8, 3, 0}, {128, 256, 32, 8, 3, 0},
-           {128, 256, 32, 8, 4, 0}, {256, 128, 32, 8, 3, 0}, {256, 128, 32, 8, 4, 0}, {128, 64, 32, 4, 4, 0},
-           {64, 128, 32, 4, 4, 0}, {64, 64, 32, 4, 4, 0}, {128, 128, 64, 4, 3, 0}, {128, 128, 64, 8, 3, 0},
-           {128, 64, 64, 4, 3, 0}, {64, 64, 64, 4, 3, 0}, {256, 128, 64, 8, 2, 0}, {128, 256, 64, 8, 3, 0},
-           {128, 256, 64, 8, 4, 0}, {128, 128, 64, 4, 4, 1}, {128, 128, 64, 8, 4, 1}, {128, 256, 64, 8, 3, 1},
-           {128, 256, 64, 8, 4, 1}, {256, 128, 64, 8, 3, 1}, {64, 64, 64, 4, 4, 1}})
+  for (auto [bm, bn, bk, warps, stages, block_pointers, specialize] :
+       std::vector<std::tuple<int, int, int, int, int, int, int>>{
+           {128, 128, 32, 4, 3, 0, 0}, {128, 128, 32, 4, 4, 0, 0}, {128, 128, 32, 8, 3, 0, 0},
+           {128, 256, 32, 8, 3, 0, 0}, {128, 256, 32, 8, 4, 0, 0}, {256, 128, 32, 8, 3, 0, 0},
+           {256, 128, 32, 8, 4, 0, 0}, {128, 64, 32, 4, 4, 0, 0},  {64, 128, 32, 4, 4, 0, 0},
+           {64, 64, 32, 4, 4, 0, 0},   {128, 128, 64, 4, 3, 0, 0}, {128, 128, 64, 8, 3, 0, 0},
+           {128, 64, 64, 4, 3, 0, 0},  {64, 64, 64, 4, 3, 0, 0},   {256, 128, 64, 8, 2, 0, 0},
+           {128, 256, 64, 8, 3, 0, 0}, {128, 256, 64, 8, 4, 0, 0}, {128, 128, 64, 4, 4, 1, 0},
+           {128, 128, 64, 8, 4, 1, 0}, {128, 256, 64, 8, 3, 1, 0}, {128, 256, 64, 8, 4, 1, 0},
+           {256, 128, 64, 8, 3, 1, 0}, {64, 64, 64, 4, 4, 1, 0},   {128, 128, 64, 4, 4, 1, 1},
+           {128, 256, 64, 8, 3, 1, 1}, {128, 256, 64, 8, 4, 1, 1}, {256, 128, 64, 8, 3, 1, 1}}) {
     configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"BLOCK_K", bk}, {"GROUP_M", 8},
                        {"num_warps", warps}, {"num_stages", stages}, {"BLOCK_POINTERS", block_pointers}});
+    if (specialize)
+      configs.back().set("warp_specialize", 1);
+  }
   return configs;
 }
 

@@ -207,41 +207,45 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
 
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal) {
   int64_t padded = paddedHeadDim(head_dim);
-  // (BLOCK_M, BLOCK_N, warps, stages, SPLIT_MASKED, Q in shared memory, OVERLAP_SOFTMAX,
-  // BLOCK_POINTERS): every warp owns at least 16 whole rows, so that the softmax statistics
-  // stay in the warp; the f32 accumulator (BLOCK_M x d) must fit in registers beside the
-  // scores (BLOCK_M x BLOCK_N), which from d = 128 on leaves Q to shared memory when a warp
-  // owns 32 rows. Measured on the H200: the split into unmasked and masked loops pays at
-  // d <= 64 (causal +25%), where 64x64 blocks on 4 warps are what tuning picks (1.2x the
-  // 128x64 blocks that were the default); at d = 128 it pays together with FlashAttention-3's
-  // order (the default there: B4 H16 N8192, 1.07x / 1.10x the plain loop, non-causal /
-  // causal); its 4-stage ring (second) was another 1.07x without the causal mask and 0.98x
-  // with it in one run (B2 H16 N8192): tuning decides.
-  // OVERLAP_SOFTMAX (FlashAttention-3's order) pays where the dots run on Hopper's wgmma: 16
-  // rows a warp in whole warpgroups. BLOCK_POINTERS: K and V through block pointers, copied
-  // by the TMA on Hopper when they are 16-byte aligned (attention_forward turns it off
-  // elsewhere); without warp specialization it measured 0.74-0.89x the same config on
-  // cp.async (d = 128, H200), so one config a space lets the tuner try it.
+  // (BLOCK_M, BLOCK_N, warps, stages, SPLIT_MASKED, Q in shared memory, OVERLAP_SOFTMAX, how K
+  // and V load): every warp owns at least 16 whole rows, so that the softmax statistics stay
+  // in the warp; the f32 accumulator (BLOCK_M x d) must fit in registers beside the scores
+  // (BLOCK_M x BLOCK_N), which from d = 128 on leaves Q to shared memory when a warp owns 32
+  // rows. The last column: 0 tiles of pointers (cp.async), 1 block pointers (the TMA on
+  // Hopper where K and V are 16-byte aligned: attention_forward turns them off elsewhere, and
+  // the config is then the same on pointers), 2 block pointers with a producer warpgroup
+  // issuing the TMA loads (warp_specialize). Measured on the H200 (B*N = 16k, BHSD, f16): at
+  // d <= 64 64x64 blocks on 4 warps through the TMA are the best at every length (1.08x the
+  // same on cp.async; with a producer warpgroup, whose registers such a small program cannot
+  // give away, 0.6x); at d = 128 the producer warpgroup with FlashAttention-3's order
+  // (OVERLAP_SOFTMAX) and the split into unmasked and masked loops (SPLIT_MASKED), 1.13-1.26x
+  // the same on cp.async from N = 4k on (3 stages without the causal mask, 4 with it).
+  // OVERLAP_SOFTMAX pays where the dots run on Hopper's wgmma: 16 rows a warp in whole
+  // warpgroups; the split pays at d <= 64 (causal +25%).
   std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> shapes;
   if (padded <= 64)
-    shapes = {{64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 4, 3, 1, 0, 0, 0}, {128, 64, 4, 3, 0, 0, 0, 0},
-              {128, 128, 8, 2, 1, 0, 0, 0}, {64, 64, 4, 3, 1, 0, 1, 0},  {128, 128, 8, 2, 1, 0, 1, 0},
-              {128, 64, 8, 3, 1, 0, 1, 0},  {64, 64, 4, 4, 1, 0, 0, 0},  {64, 64, 4, 3, 1, 0, 0, 1}};
+    shapes = {{64, 64, 4, 3, 1, 0, 0, 1},   {64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 4, 3, 1, 0, 0, 0},
+              {128, 64, 4, 3, 0, 0, 0, 0},  {128, 128, 8, 2, 1, 0, 1, 0}, {64, 64, 4, 3, 1, 0, 1, 0},
+              {128, 128, 8, 2, 1, 0, 1, 0}, {128, 64, 8, 3, 1, 0, 1, 0},  {64, 64, 4, 4, 1, 0, 0, 0},
+              {128, 64, 8, 3, 1, 0, 1, 2}};
   else if (padded <= 128)
-    shapes = {{128, 64, 8, 3, 1, 0, 1, 0}, {128, 64, 8, 4, 1, 0, 1, 0}, {128, 32, 4, 3, 0, 1, 0, 0},
-              {128, 32, 4, 3, 1, 1, 0, 0}, {128, 64, 4, 2, 0, 1, 0, 0}, {128, 64, 8, 3, 1, 0, 0, 0},
-              {64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 8, 3, 0, 0, 1, 0}, {128, 128, 8, 2, 0, 1, 1, 0},
-              {128, 64, 8, 3, 0, 0, 0, 0}, {128, 64, 8, 3, 1, 0, 1, 1}};
+    shapes = {{128, 64, 8, 3, 1, 0, 1, 2}, {128, 64, 8, 3, 1, 0, 1, 0}, {128, 64, 8, 4, 1, 0, 1, 2},
+              {128, 64, 8, 4, 1, 0, 1, 0}, {128, 32, 4, 3, 0, 1, 0, 0}, {128, 32, 4, 3, 1, 1, 0, 0},
+              {128, 64, 4, 2, 0, 1, 0, 0}, {128, 64, 8, 3, 1, 0, 0, 0}, {64, 64, 4, 3, 1, 0, 0, 0},
+              {128, 64, 8, 3, 0, 0, 1, 0}, {128, 128, 8, 2, 0, 1, 1, 0}, {128, 64, 8, 3, 0, 0, 0, 0},
+              {128, 64, 8, 3, 1, 0, 1, 1}};
   else
     shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
               {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
-  for (auto [bm, bn, warps, stages, split, qShared, overlap, blockPointers] : shapes) {
+  for (auto [bm, bn, warps, stages, split, qShared, overlap, tma] : shapes) {
     configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", split}, {"num_warps", warps}, {"num_stages", stages},
                        {"invariant_operands_in_shared", qShared}, {"OVERLAP_SOFTMAX", overlap}});
-    if (blockPointers)
+    if (tma)
       configs.back().set("BLOCK_POINTERS", 1);
+    if (tma == 2)
+      configs.back().set("warp_specialize", 1);
   }
   return configs;
 }

@@ -409,11 +409,17 @@ TEST_P(Matmul, MatchesFloat32Reference) {
   auto da16 = upload(a16), db16 = upload(b16);
   Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<f16>();
   // Small tiles on pointers; block pointers (the TMA on Hopper where rows are 16-byte aligned,
-  // plain loads elsewhere) with one and with several atoms a row, ragged edges zero-filled.
+  // plain loads elsewhere) with one and with several atoms a row, ragged edges zero-filled;
+  // a producer warpgroup issuing the TMA loads for 4 consumer warps and for 8 (which take the
+  // producer's registers).
   for (const Config &config : {Config{{"BLOCK_M", 32}, {"BLOCK_N", 32}, {"BLOCK_K", 32}, {"GROUP_M", 4}},
                                Config{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}},
                                Config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
-                                      {"num_warps", 8}, {"num_stages", 4}}}) {
+                                      {"num_warps", 8}, {"num_stages", 4}},
+                               Config{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
+                                      {"num_stages", 3}, {"warp_specialize", 1}},
+                               Config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
+                                      {"num_warps", 8}, {"num_stages", 4}, {"warp_specialize", 1}}}) {
     SCOPED_TRACE(config.str());
     auto out = poisoned(M * N * 2);
     kernel.launch(examples::matmul_grid(config, M, N), config, da16.data(), db16.data(), out.data(), M, N, K, K, 1,

@@ -75,10 +75,11 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 
 /// The config's num_warps (default 4), num_stages (default 3), invariant_operands_in_shared
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
-/// pointers' loads the tensor memory accelerator) on the kernel, checked.
+/// pointers' loads the tensor memory accelerator) and warp_specialize (default 0: on Hopper,
+/// a producer warpgroup issues the TMA loads) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1, tmaKnob = 1;
+  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -91,10 +92,13 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
       func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
     wgmmaKnob = knob("wgmma", wgmmaKnob);
     tmaKnob = knob("tma", tmaKnob);
+    specializeKnob = knob("warp_specialize", specializeKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1)
       func->setAttr(tile::kTmaAttrName, mlir::UnitAttr::get(module->getContext()));
+    if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1)
+      func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
@@ -105,6 +109,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': wgmma must be 0 or 1, got " + std::to_string(wgmmaKnob));
   if (tmaKnob != 0 && tmaKnob != 1)
     throw Error("kernel '" + kernel + "': tma must be 0 or 1, got " + std::to_string(tmaKnob));
+  if (specializeKnob != 0 && specializeKnob != 1)
+    throw Error("kernel '" + kernel + "': warp_specialize must be 0 or 1, got " + std::to_string(specializeKnob));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
@@ -181,11 +187,13 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     pm.addPass(createTileVectorizeMemory());
     pm.addPass(createTileAllocateSharedMemory());
     pm.addPass(createTileAsyncDots());
+    pm.addPass(createTileSpecializeWarps());
   });
   dump("layouts.mlir", *module);
   module->walk([&](mlir::func::FuncOp func) {
     if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
       result.shared_memory = bytes.getInt();
+    result.num_warps += tile::producerWarpsOf(func);
   });
   result.tensor_maps = tensorMaps(*module);
 

@@ -242,31 +242,25 @@ public:
     auto base = dyn_cast<BlockArgument>(origin.getBase());
     if (!base || base.getOwner() != &func.getBody().front() || divisibility(base.getArgNumber()) % 16)
       return {};
-    SmallVector<int64_t> shapeArgs, shapeValues, strideArgs, strideValues;
-    for (Value extent : origin.getShape()) {
-      auto known = launchValue(extent, func);
-      if (!known)
+    // The map's dimensions in tile->mapOrder; one box per 128-byte-wide atom of the stage,
+    // swizzled as the atom is.
+    SmallVector<int64_t> shapeArgs, shapeValues, strideArgs, strideValues, box;
+    for (int64_t d : tile->mapOrder) {
+      auto extent = launchValue(origin.getShape()[d], func);
+      auto stride = launchValue(origin.getStrides()[d], func);
+      if (!extent || !stride)
         return {};
-      shapeArgs.push_back(known->first);
-      shapeValues.push_back(known->second);
-    }
-    for (auto [d, stride] : llvm::enumerate(origin.getStrides())) {
-      auto known = launchValue(stride, func);
-      if (!known)
-        return {};
-      auto [arg, value] = *known;
-      bool innermost = d + 1 == origin.getStrides().size();
-      bool fits = innermost ? arg < 0 && value == 1
-                            : (arg < 0 ? value * bytes % 16 == 0 : divisibility(arg) * bytes % 16 == 0);
+      auto [arg, value] = *stride;
+      bool fits = d == tile->colDim ? arg < 0 && value == 1
+                                    : (arg < 0 ? value * bytes % 16 == 0 : divisibility(arg) * bytes % 16 == 0);
       if (!fits)
         return {};
+      shapeArgs.push_back(extent->first);
+      shapeValues.push_back(extent->second);
       strideArgs.push_back(arg);
       strideValues.push_back(value);
+      box.push_back(d == tile->rowDim ? tile->tile.getDimSize(0) : d == tile->colDim ? stored.atomColumns : 1);
     }
-    // One box per 128-byte-wide atom of the stage, swizzled as the atom is.
-    SmallVector<int64_t> box(block.getRank(), 1);
-    box[tile->rowDim] = tile->tile.getDimSize(0);
-    box[tile->colDim] = stored.atomColumns;
     Builder b(func.getContext());
     NamedAttribute fields[] = {
         b.getNamedAttr("pointer", b.getI64IntegerAttr(base.getArgNumber())),

@@ -311,3 +311,52 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
   tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   return
 }
+
+// -----
+
+// A warp-specialized kernel (8 consumer warps, 4 producer warps): 384 threads and the register
+// count a thread of them may have at entry; the producer warpgroup is the threads from 256
+// on, its first warp those below 288; setmaxnreg moves registers; the producer's first thread
+// (256) issues the TMA loads of a [1, 64, 1, 128] block of a [b, n, h, d] tensor (the map
+// lists h before n: coordinates d, n, h, b); each consumer warp's lane 0 arrives on the empty
+// barrier once its lanes are past their reads; the consumers' barriers are barrier 1 over
+// their 256 threads.
+// CHECK-LABEL: llvm.func @specialized
+// CHECK-SAME: nvvm.maxnreg = 168 : i32, nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK: llvm.mlir.constant(256 : i32)
+// CHECK-NEXT: llvm.icmp "uge"
+// CHECK: setmaxnreg.dec.sync.aligned.u32 40;
+// CHECK: llvm.mlir.constant(288 : i32)
+// CHECK-NEXT: llvm.icmp "ult"
+// CHECK: llvm.mlir.constant(256 : i32)
+// CHECK-NEXT: llvm.icmp "eq"
+// CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$6], [$2, {$7, $3, $4, $5}], [$1];
+// CHECK: setmaxnreg.inc.sync.aligned.u32 232;
+// CHECK: bar.warp.sync -1;\0A\09@$0 mbarrier.arrive.shared::cta.b64 _, [$1];
+// CHECK: %[[COUNT:.*]] = llvm.mlir.constant(256 : i32)
+// CHECK-NEXT: %[[ID:.*]] = llvm.mlir.constant(1 : i32)
+// CHECK-NEXT: nvvm.barrier id = %[[ID]] number_of_threads = %[[COUNT]]
+func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slot: i32, %active: i1)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.shared_memory = 66592 : i64} {
+  %c0 = arith.constant 0 : i32
+  %one = arith.constant 1 : i64
+  %ring = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %full = tile.shared_alloc {tile.smem_offset = 65536 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %empty = tile.shared_alloc {tile.smem_offset = 66560 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %producer = tile.in_producer_warps
+  scf.if %producer {
+    tile.set_max_registers 40
+    %first = tile.in_producer_warps first
+    scf.if %first {
+      %bp = tile.make_block_ptr %p, [%one, %n, %n, %n], [%n, %n, %n, %one], [%c0, %slot, %c0, %c0] {order = array<i32: 3, 2, 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<1x64x1x128xf16>>
+      tile.wait_barrier %empty[%slot], %c0 : !tile.shared<2 x tensor<1xi64>>
+      tile.tma_load %map, %bp into %ring[%slot], %full if %active : !tile.block_ptr<tensor<1x64x1x128xf16>>, !tile.shared<2 x tensor<64x128xf16>>, !tile.shared<2 x tensor<1xi64>>
+    }
+  } else {
+    tile.set_max_registers 232 {increase}
+    tile.wait_barrier %full[%slot], %c0 : !tile.shared<2 x tensor<1xi64>>
+    tile.arrive_barrier %empty[%slot] if %active : !tile.shared<2 x tensor<1xi64>>
+    tile.async_wait 0
+  }
+  return
+}

@@ -311,3 +311,37 @@ func.func @no_tma(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.p
   }
   return %out : tensor<64x64xf32>
 }
+
+// -----
+
+// A [1, 64, 1, 64] block of a [b, n, h, d] tensor (attention's K in BHSD or BSHD): its map
+// lists the unit dimensions first, then the rows and the columns (b, h, n, d), whatever the
+// strides, so that the box's real dimensions are the map's innermost.
+// CHECK-LABEL: func.func @tma_4d
+// CHECK-SAME: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1, 1, 64, 64>, element_bytes = 2 : i64, pointer = 0 : i64, shape_args = array<i64: 1, 3, 2, -1>, shape_values = array<i64: 0, 0, 0, 64>, stride_args = array<i64: 4, 5, 6, -1>, stride_values = array<i64: 0, 0, 0, 1>, swizzle_bytes = 128 : i64}}
+// CHECK: tile.tma_load
+func.func @tma_4d(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: i32, %n: i32, %h: i32,
+                  %sb: i32 {tile.divisibility = 16 : i32}, %sh: i32 {tile.divisibility = 16 : i32},
+                  %sn: i32 {tile.divisibility = 16 : i32}, %q: tensor<64x64xf16>)
+    -> tensor<64x64xf32> attributes {tile.num_stages = 3 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %b64 = arith.extsi %b : i32 to i64
+  %n64 = arith.extsi %n : i32 to i64
+  %h64 = arith.extsi %h : i32 to i64
+  %sb64 = arith.extsi %sb : i32 to i64
+  %sn64 = arith.extsi %sn : i32 to i64
+  %sh64 = arith.extsi %sh : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%b64, %n64, %h64, %d], [%sb64, %sn64, %sh64, %one], [%c0, %c0, %c0, %c0] {order = array<i32: 3, 2, 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<1x64x1x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %p = tile.advance %p0, [%c0, %i, %c0, %c0] : !tile.block_ptr<tensor<1x64x1x64xf16>>
+    %block = tile.block_load %p {boundary_check = array<i32: 1>} : !tile.block_ptr<tensor<1x64x1x64xf16>> -> tensor<1x64x1x64xf16>
+    %tile = tile.reshape %block : tensor<1x64x1x64xf16> -> tensor<64x64xf16>
+    %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}

@@ -549,11 +549,10 @@ struct AsyncWaitLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
   }
 };
 
-/// Whether this thread is the CTA's first: the one that initializes barriers and issues TMA
-/// loads.
-Value isFirstThread(OpBuilder &b, Location loc) {
+/// Whether this thread is thread `first` of the CTA (thread 0 initializes and retires barriers).
+Value isThread(OpBuilder &b, Location loc, int first) {
   Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
-  return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, tid, i32Constant(b, loc, 0));
+  return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, tid, i32Constant(b, loc, first));
 }
 
 /// The 32-bit shared-memory address PTX's mbarrier and bulk-copy instructions take.
@@ -564,7 +563,7 @@ Value sharedAddress(OpBuilder &b, Location loc, Value ptr) {
 /// The first thread runs `instruction` (PTX whose $1 is the mbarrier's shared address) on the
 /// mbarrier of each stage of `barriers`.
 void onEachBarrier(OpBuilder &b, Location loc, Value barriers, SharedBufferType type, const std::string &instruction) {
-  Value first = isFirstThread(b, loc);
+  Value first = isThread(b, loc, 0);
   for (int64_t s = 0; s < type.getStages(); ++s) {
     Value barrier = sharedStage(b, loc, barriers, i32Constant(b, loc, s), type);
     ptx(b, loc, Type(), "@$0 " + instruction, "b,r", {first, sharedAddress(b, loc, barrier)}, true);
@@ -572,7 +571,8 @@ void onEachBarrier(OpBuilder &b, Location loc, Value barriers, SharedBufferType 
 }
 
 /// The first thread initializes each stage's mbarrier; the fence makes the initialization
-/// visible to the tensor memory accelerator, the barrier to every thread.
+/// visible to the tensor memory accelerator, the barrier to every thread (a warp-specialized
+/// kernel initializes its barriers before its warps part, so the producer's too).
 struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(InitBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -580,7 +580,7 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
     onEachBarrier(rewriter, loc, adaptor.getBarriers(), op.getBarriers().getType(),
                   "mbarrier.init.shared::cta.b64 [$1], " + std::to_string(op.getArrivals()) + ";");
     ptx(rewriter, loc, Type(), "fence.mbarrier_init.release.cluster;", "", {}, true);
-    barrier(rewriter, loc);
+    NVVM::Barrier0Op::create(rewriter, loc);
     rewriter.eraseOp(op);
     return success();
   }
@@ -597,10 +597,11 @@ struct InvalBarriersLowering : ConvertOpToLLVMPattern<InvalBarriersOp> {
   }
 };
 
-/// Where active, the first thread arrives on the stage's barrier expecting the block's bytes
+/// Where active, the first thread (of the producer warps, in a warp-specialized kernel)
+/// arrives on the stage's barrier expecting the block's bytes
 /// and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
-/// first, one per dimension of the block); the barrier's phase completes when every byte has
-/// landed.
+/// first, in the map's order of the block's dimensions); the barrier's phase completes when
+/// every byte has landed.
 struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -613,13 +614,15 @@ struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
     BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), rank);
     Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
     Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), adaptor.getSlot(), op.getBarriers().getType());
-    Value issue = LLVM::AndOp::create(rewriter, loc, isFirstThread(rewriter, loc), adaptor.getActive());
+    Value leader = isThread(rewriter, loc, producerWarpsOf(op) ? numWarpsOf(op) * 32 : 0);
+    Value issue = LLVM::AndOp::create(rewriter, loc, leader, adaptor.getActive());
     // $0 issue, $1 barrier, $2 map, $3.. the outer coordinates (innermost first), then per atom
     // its destination and column.
     Values operands{issue, sharedAddress(rewriter, loc, barrier),
                     LLVM::PtrToIntOp::create(rewriter, loc, rewriter.getI64Type(), adaptor.getMap())};
     std::string constraints = "b,r,l", outer;
-    for (int64_t d = rank - 2; d >= 0; --d) {
+    BlockTile copied = *blockTile(block);
+    for (int64_t d : llvm::reverse(ArrayRef(copied.mapOrder).drop_back())) {
       outer += ", $" + std::to_string(operands.size());
       operands.push_back(bp.offsets[d]);
       constraints += ",r";
@@ -659,13 +662,61 @@ struct WaitBarrierLowering : ConvertOpToLLVMPattern<WaitBarrierOp> {
   }
 };
 
+/// Where active, lane 0 of each warp arrives on the stage's barrier once the warp's lanes
+/// are all past their reads (the arrive releases them to the thread that waits).
+struct ArriveBarrierLowering : ConvertOpToLLVMPattern<ArriveBarrierOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(ArriveBarrierOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value stageBarrier = sharedStage(rewriter, loc, adaptor.getBarriers(), adaptor.getSlot(), op.getBarriers().getType());
+    Value lane0 = LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::eq, threadId(rewriter, loc).lane,
+                                       i32Constant(rewriter, loc, 0));
+    Value arrive = LLVM::AndOp::create(rewriter, loc, lane0, adaptor.getActive());
+    ptx(rewriter, loc, Type(), "bar.warp.sync -1;\n\t@$0 mbarrier.arrive.shared::cta.b64 _, [$1];", "b,r",
+        {arrive, sharedAddress(rewriter, loc, stageBarrier)}, true);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// The warps past num_warps (with `first`, the first of them).
+struct InProducerWarpsLowering : ConvertOpToLLVMPattern<InProducerWarpsOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(InProducerWarpsOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    const int consumerThreads = numWarpsOf(op) * 32;
+    Value tid = NVVM::ThreadIdXOp::create(rewriter, loc, rewriter.getI32Type());
+    Value producing = LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::uge, tid,
+                                           i32Constant(rewriter, loc, consumerThreads));
+    if (op.getFirst())
+      producing = LLVM::AndOp::create(rewriter, loc, producing,
+                                      LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::ult, tid,
+                                                           i32Constant(rewriter, loc, consumerThreads + 32)));
+    rewriter.replaceOp(op, producing);
+    return success();
+  }
+};
+
+struct SetMaxRegistersLowering : ConvertOpToLLVMPattern<SetMaxRegistersOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SetMaxRegistersOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
+    ptx(rewriter, op.getLoc(), Type(),
+        std::string("setmaxnreg.") + (op.getIncrease() ? "inc" : "dec") + ".sync.aligned.u32 " +
+            std::to_string(op.getCount()) + ";",
+        "", {}, true);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
                AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
                AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering, InitBarriersLowering,
-               InvalBarriersLowering, TmaLoadLowering, WaitBarrierLowering>(converter);
+               InvalBarriersLowering, TmaLoadLowering, WaitBarrierLowering, ArriveBarrierLowering,
+               InProducerWarpsLowering, SetMaxRegistersLowering>(converter);
 }
 
 } // namespace tessera::tile::lowering

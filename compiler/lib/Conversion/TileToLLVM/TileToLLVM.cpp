@@ -69,11 +69,11 @@ void prepareKernels(ModuleOp module) {
     if (!func->hasAttr(kKernelAttrName))
       return;
     func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
-    func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                  b.getDenseI32ArrayAttr({numWarpsOf(func) * 32, 1, 1}));
-    // Every register one program may have; without it ptxas may pick far fewer and spill.
-    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
-                  b.getI32IntegerAttr(std::min(255, 65536 / (numWarpsOf(func) * 32) / 8 * 8)));
+    const int threads = (numWarpsOf(func) + producerWarpsOf(func)) * 32;
+    func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(), b.getDenseI32ArrayAttr({threads, 1, 1}));
+    // Every register one program may have; without it ptxas may pick far fewer and spill (and
+    // setmaxnreg needs the count at entry).
+    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(std::min(255, 65536 / threads / 8 * 8)));
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName))
       needsShared |= bytes.getInt() > 0;
     // A tensor map is a 128-byte, 64-byte-aligned parameter the TMA reads in place

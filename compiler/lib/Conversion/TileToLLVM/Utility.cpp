@@ -107,7 +107,17 @@ Value sharedMemory(OpBuilder &b, Location loc, Operation *op, int64_t offset) {
   return LLVM::GEPOp::create(b, loc, ptr, b.getI8Type(), base, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
 }
 
-void barrier(OpBuilder &b, Location loc) { NVVM::Barrier0Op::create(b, loc); }
+void barrier(OpBuilder &b, Location loc) {
+  mlir::Operation *at = b.getInsertionBlock()->getParentOp();
+  if (producerWarpsOf(at) == 0) {
+    NVVM::Barrier0Op::create(b, loc);
+    return;
+  }
+  // A warp-specialized kernel's tile code runs in its consumer warps alone: barrier 1 over
+  // them (the producer warpgroup never joins one).
+  NVVM::BarrierOp::create(b, loc, mlir::TypeRange{}, i32Constant(b, loc, 1), i32Constant(b, loc, numWarpsOf(at) * 32),
+                          {}, Value{});
+}
 
 Type storageType(Type element) {
   if (element.isInteger(1))

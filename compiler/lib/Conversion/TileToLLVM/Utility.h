@@ -58,6 +58,8 @@ Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
 
 /// The kernel's shared buffer at `offset` bytes (a `!llvm.ptr<3>`).
 Value sharedMemory(OpBuilder &b, Location loc, mlir::Operation *op, int64_t offset);
+/// A barrier of the threads that run tile code: the CTA's, or a warp-specialized kernel's
+/// consumer warps'.
 void barrier(OpBuilder &b, Location loc);
 
 /// A value of element type `element` as it is stored in memory (i1 as i8, pointers as i64) and

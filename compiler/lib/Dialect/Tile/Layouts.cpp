@@ -156,6 +156,13 @@ int numWarpsOf(Operation *op) {
   return 4;
 }
 
+int producerWarpsOf(Operation *op) {
+  if (auto func = kernelOf(op))
+    if (auto attr = func->getAttrOfType<IntegerAttr>(kProducerWarpsAttrName))
+      return static_cast<int>(attr.getInt());
+  return 0;
+}
+
 bool warpgroupMmaAllowed(Operation *op) {
   auto func = kernelOf(op);
   return func && func->hasAttr(kWarpgroupMmaAttrName);

@@ -729,6 +729,18 @@ LogicalResult TmaLoadOp::verify() {
   return success();
 }
 
+LogicalResult ArriveBarrierOp::verify() {
+  if (!isBarrierRing(getBarriers().getType()))
+    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
+  return success();
+}
+
+LogicalResult SetMaxRegistersOp::verify() {
+  if (getCount() < 24 || getCount() > 256 || getCount() % 8 != 0)
+    return emitOpError() << "takes a multiple of 8 from 24 to 256 registers, not " << getCount();
+  return success();
+}
+
 LogicalResult WaitBarrierOp::verify() {
   if (!isBarrierRing(getBarriers().getType()))
     return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());

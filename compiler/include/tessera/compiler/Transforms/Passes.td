@@ -110,6 +110,27 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
   }];
 }
 
+def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
+  let summary = "Give a kernel's TMA loads to a producer warpgroup of their own (tile.warp_specialize)";
+  let description = [{
+    For kernels with `tile.warp_specialize` whose pipelined rings are filled by the TMA: the
+    kernel runs one more warpgroup (`tile.producer_warps`), and its body becomes
+    `scf.if tile.in_producer_warps`. The producer runs the prologue's and the loops' TMA loads
+    (the same loops, carrying only the index math the loads need, cloned from the consumers'),
+    each refill first waiting for the stage's "empty" mbarrier; the consumers (the kernel's
+    num_warps warps, laid out as before) run the rest, and where a loop refilled a stage each
+    of their warps now arrives on that stage's empty barrier instead, so the CTA barriers that
+    protected refills go (`sync` of stage waits, `barrier` of dot waits); every other CTA
+    barrier of theirs becomes a named barrier over the consumers alone (lowering). A ring
+    after the first starts only once every consumer warp has reached its place (a hand-over
+    barrier: its stages may reuse an earlier ring's memory). All barriers are initialized
+    before the split; new ones are placed after the kernel's shared memory. With 8 or more
+    consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
+    A kernel whose TMA loads sit deeper than one loop, or that also stages with cp.async, or
+    whose loads need anything but scalar index math, is an error.
+  }];
+}
+
 def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
   let summary = "Lower tile programs with layouts to per-thread LLVM and NVVM";
   let description = [{

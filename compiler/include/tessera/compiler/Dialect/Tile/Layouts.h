@@ -42,6 +42,8 @@ int64_t storageBytes(mlir::Type elementType);
 
 /// Warps per program of the kernel containing `op` (tile.num_warps, default 4).
 int numWarpsOf(mlir::Operation *op);
+/// Warps a warp-specialized kernel runs beyond them, issuing its TMA loads (0 for others).
+int producerWarpsOf(mlir::Operation *op);
 
 /// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
 bool warpgroupMmaAllowed(mlir::Operation *op);

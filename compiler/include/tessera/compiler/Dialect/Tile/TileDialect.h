@@ -38,10 +38,15 @@ mlir::Type getBoolLike(mlir::Type type);
 /// The 2-D tile a block of up to 5 dimensions holds once its unit dimensions are dropped (a
 /// [1, 64, 1, 128] block of a [batch, n, heads, d] tensor holds a 64x128 tile), with the
 /// dimensions its rows and columns come from; nullopt unless that is 2-D with the columns
-/// innermost. What the TMA copies into a stage.
+/// innermost. What the TMA copies into a stage. Its tensor map lists the block's dimensions
+/// in `mapOrder` (outermost first): the unit ones, then the rows, then the columns, so that
+/// the box's two real dimensions are the map's innermost whatever the tensor's strides (with
+/// a unit dimension of a large stride between them, BHSD attention's heads, the TMA copied
+/// K and V about a third slower on the H200).
 struct BlockTile {
   mlir::RankedTensorType tile;
   int64_t rowDim, colDim;
+  llvm::SmallVector<int64_t, 5> mapOrder;
 };
 std::optional<BlockTile> blockTile(mlir::RankedTensorType block);
 
@@ -66,6 +71,10 @@ inline constexpr llvm::StringLiteral kWarpgroupMmaAttrName = "tile.warpgroup_mma
 /// copy blocks with it; argument attribute: how the launcher builds a `!tile.tensor_map`.
 inline constexpr llvm::StringLiteral kTmaAttrName = "tile.tma";
 inline constexpr llvm::StringLiteral kTensorMapAttrName = "tile.tensor_map";
+/// Function attribute: warp specialization was asked for (config knob warp_specialize); after
+/// tile-specialize-warps, the number of producer warps the kernel runs beyond tile.num_warps.
+inline constexpr llvm::StringLiteral kWarpSpecializeAttrName = "tile.warp_specialize";
+inline constexpr llvm::StringLiteral kProducerWarpsAttrName = "tile.producer_warps";
 
 } // namespace tessera::tile
 

@@ -450,6 +450,48 @@ def Tile_WaitBarrierOp : Tile_Op<"wait_barrier", [MemoryEffects<[MemRead, MemWri
   let hasVerifier = 1;
 }
 
+def Tile_ArriveBarrierOp : Tile_Op<"arrive_barrier", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "where `active`, each warp arrives once on `barriers[slot]`: it is done with the stage";
+  let description = [{
+    The warp's threads have finished the reads (and wgmma reads they waited for) of the stage
+    the barrier guards; the barrier counts warps, so a ring that consumer warps release is
+    initialized with one arrival per consumer warp. A warp-specialized kernel's consumers
+    release each stage this way, and its producer waits for the phase before refilling it.
+
+    Example: `tile.arrive_barrier %empty[%slot] if %active : !tile.shared<3 x tensor<1xi64>>`
+  }];
+  let arguments = (ins Tile_SharedBufferType:$barriers, I32:$slot, I1:$active);
+  let assemblyFormat = "$barriers `[` $slot `]` `if` $active attr-dict `:` qualified(type($barriers))";
+  let hasVerifier = 1;
+}
+
+def Tile_InProducerWarpsOp : Tile_Op<"in_producer_warps", [Pure]> {
+  let summary = "whether this thread is in the producer warpgroup (with `first`: its first warp)";
+  let description = [{
+    A warp-specialized kernel runs `tile.producer_warps` warps beyond its `num_warps`: they
+    only issue TMA loads (the first of them; the others only give back registers); the first
+    `num_warps` warps compute, laid out as in any kernel.
+
+    Example: `%producer = tile.in_producer_warps`, `%issuer = tile.in_producer_warps first`
+  }];
+  let arguments = (ins UnitAttr:$first);
+  let results = (outs I1:$result);
+  let assemblyFormat = "(`first` $first^)? attr-dict";
+}
+
+def Tile_SetMaxRegistersOp : Tile_Op<"set_max_registers", [MemoryEffects<[MemWrite]>]> {
+  let summary = "this warpgroup's registers a thread: fewer, or with `increase` more (setmaxnreg)";
+  let description = [{
+    Every warp of the warpgroup runs it. The producer warpgroup gives registers back to the
+    pool; the consumer warpgroups take them, waiting until the pool has them.
+
+    Example: `tile.set_max_registers 40`, `tile.set_max_registers 232 {increase}`
+  }];
+  let arguments = (ins I32Attr:$count, UnitAttr:$increase);
+  let assemblyFormat = "$count attr-dict";
+  let hasVerifier = 1;
+}
+
 def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
   let summary = "read one stage of a ring into registers";
   let description = [{

@@ -1,0 +1,234 @@
+// RUN: tessera-opt %s -split-input-file -tile-specialize-warps -verify-diagnostics | FileCheck %s
+
+// A matmul's TMA ring with 8 consumer warps: the barriers are initialized before the split
+// (the empty ring after the kernel's shared memory, one arrival per consumer warp); the
+// producer gives registers back and its first warp runs the prologue's loads and a loop of
+// the same iterations carrying only the block pointers, each refill waiting for its stage's
+// empty barrier with the parity of the consumers' stage wait; the consumers take the
+// registers, release the stage where they refilled it, and lose the refill's CTA barrier.
+// CHECK-LABEL: func.func @matmul_ring
+// CHECK-SAME: tile.producer_warps = 4 : i32
+// CHECK-SAME: tile.shared_memory = 1072 : i64
+// CHECK-DAG: %[[TILES:.*]] = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<64x64xf16>>
+// CHECK-DAG: %[[FULL:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<3 x tensor<1xi64>>
+// CHECK-DAG: %[[EMPTY:.*]] = tile.shared_alloc {tile.smem_offset = 1048 : i64} : !tile.shared<3 x tensor<1xi64>>
+// CHECK: tile.init_barriers %[[EMPTY]] arrivals 8
+// CHECK: tile.init_barriers %[[FULL]] arrivals 1
+// CHECK: %[[PRODUCER:.*]] = tile.in_producer_warps
+// CHECK-NEXT: scf.if %[[PRODUCER]] {
+// CHECK-NEXT: tile.set_max_registers 40
+// CHECK-NEXT: %[[FIRST:.*]] = tile.in_producer_warps first
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%{{.*}}], %[[FULL]] if
+// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!tile.block_ptr<tensor<64x64xf16>>)
+// CHECK: %[[PARITY:.*]] = arith.andi
+// CHECK: scf.if %[[ACTIVE:.*]] {
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY]][%[[REFILL:.*]]], %[[PARITY]] :
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%[[REFILL]]], %[[FULL]] if %[[ACTIVE]]
+// CHECK: } else {
+// CHECK-NEXT: tile.set_max_registers 232 {increase}
+// CHECK-NOT: tile.tma_load
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[FULL]][%{{.*}}], %{{.*}} :
+// CHECK: tile.dot_wait {pending = 1 : i32}
+// CHECK: tile.arrive_barrier %[[EMPTY]][%{{.*}}] if %{{.*}} :
+// CHECK-NOT: tile.tma_load
+// CHECK: tile.inval_barriers %[[FULL]]
+func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 8 : i32, tile.shared_memory = 1048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c3 = arith.constant 3 : i32
+  %c64 = arith.constant 64 : i32
+  %c128 = arith.constant 128 : i32
+  %one = arith.constant 1 : i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<3 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<3 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = arith.cmpi sgt, %k, %c0 : i32
+  tile.tma_load %map, %bp into %tiles[%c0], %bars if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<3 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+  %bp1 = tile.advance %bp, [%c64, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+  %second = arith.cmpi sgt, %k, %c64 : i32
+  tile.tma_load %map, %bp1 into %tiles[%c1], %bars if %second : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<3 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+  %out:2 = scf.for %i = %c0 to %k step %c64 iter_args(%acc = %zero, %at = %bp) -> (tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>) : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c3 : i32
+    %ahead = arith.addi %it, %c2 : i32
+    %refill = arith.remsi %ahead, %c3 : i32
+    %phase = arith.divsi %it, %c3 : i32
+    %parity = arith.andi %phase, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity : !tile.shared<3 x tensor<1xi64>>
+    %b = tile.shared_load %tiles[%slot] : !tile.shared<3 x tensor<64x64xf16>> -> tensor<64x64xf16>
+    %d = tile.dot %b, %b, %acc {async} : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    tile.dot_wait {barrier, pending = 1 : i32}
+    %next = arith.addi %i, %c128 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %far = tile.advance %at, [%c128, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %far into %tiles[%refill], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<3 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+    %step = tile.advance %at, [%c64, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    scf.yield %d, %step : tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>
+  }
+  %done = tile.dot_wait %out#0 : tensor<64x64xf32> {pending = 0 : i32}
+  tile.async_wait 0
+  tile.inval_barriers %bars : !tile.shared<3 x tensor<1xi64>>
+  return
+}
+
+// -----
+
+// Two rings one after the other (attention's unmasked and masked loops), 4 consumer warps (no
+// register reallocation: 256 threads may hold 255 registers each anyway): the second ring's
+// prologue waits until every consumer warp has reached the place where it was initialized,
+// since its stages may reuse the first ring's memory.
+// CHECK-LABEL: func.func @two_rings
+// CHECK-NOT: tile.set_max_registers
+// CHECK-DAG: %[[FULL1:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64}
+// CHECK-DAG: %[[FULL2:.*]] = tile.shared_alloc {tile.smem_offset = 2048 : i64}
+// CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 3072 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 3088 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK-DAG: %[[HANDOVER:.*]] = tile.shared_alloc {tile.smem_offset = 3104 : i64} : !tile.shared<1 x tensor<1xi64>>
+// CHECK-DAG: tile.init_barriers %[[HANDOVER]] arrivals 4
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[EMPTY1]]
+// CHECK: tile.wait_barrier %[[HANDOVER]][%{{.*}}], %{{.*}} :
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %{{.*}}[%{{.*}}], %[[FULL2]]
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[EMPTY2]]
+// CHECK: } else {
+// CHECK: tile.wait_barrier %[[FULL1]][%{{.*}}], %{{.*}} :
+// CHECK: tile.arrive_barrier %[[EMPTY1]]
+// CHECK: tile.arrive_barrier %[[HANDOVER]][%{{.*}}] if %{{.*}} :
+// CHECK: tile.wait_barrier %[[FULL2]][%{{.*}}], %{{.*}} :
+// CHECK: tile.arrive_barrier %[[EMPTY2]]
+func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 3072 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = arith.cmpi sgt, %k, %c0 : i32
+  %tiles1 = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars1 = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars1 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  tile.tma_load %map, %bp into %tiles1[%c0], %bars1 if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  scf.for %i = %c0 to %k step %c64 : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c2 : i32
+    %refill = arith.remsi %it, %c2 : i32
+    %parity = arith.andi %it, %c1 : i32
+    tile.wait_barrier %bars1[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+    %next = arith.addi %i, %c64 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %far into %tiles1[%refill], %bars1 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %tiles1[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  tile.async_wait 0
+  tile.inval_barriers %bars1 : !tile.shared<2 x tensor<1xi64>>
+  %tiles2 = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars2 = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars2 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  tile.tma_load %map, %bp into %tiles2[%c0], %bars2 if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  scf.for %i = %c0 to %k step %c64 : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c2 : i32
+    %refill = arith.remsi %it, %c2 : i32
+    %parity = arith.andi %it, %c1 : i32
+    tile.wait_barrier %bars2[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+    %next = arith.addi %i, %c64 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %far into %tiles2[%refill], %bars2 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %tiles2[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  tile.async_wait 0
+  tile.inval_barriers %bars2 : !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
+// Without TMA loads there is nothing to produce: the kernel keeps its warps.
+// CHECK-LABEL: func.func @nothing_to_produce
+// CHECK-NOT: tile.producer_warps
+// CHECK-NOT: tile.in_producer_warps
+func.func @nothing_to_produce() attributes {tile.warp_specialize, tile.num_warps = 4 : i32} {
+  return
+}
+
+// -----
+
+// A pipelined loop inside another (programs walking several tiles) is not specialized.
+// expected-error @+1 {{warp_specialize: TMA loads must sit in the kernel's body or in a loop directly in it}}
+func.func @walking_tiles(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %one = arith.constant 1 : i64
+  %true = arith.constant true
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  scf.for %t = %c0 to %k step %c1 : i32 {
+    tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+    %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%t, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+    scf.for %i = %c0 to %k step %c1 : i32 {
+      tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
+      tile.tma_load %map, %bp into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    }
+    tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+  }
+  return
+}
+
+// -----
+
+// A ring initialized inside a loop is set up again and again: not specialized either.
+// expected-error @+1 {{warp_specialize: TMA rings must be initialized in the kernel's body}}
+func.func @ring_in_loop(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %one = arith.constant 1 : i64
+  %true = arith.constant true
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  scf.for %t = %c0 to %k step %c1 : i32 {
+    tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+    tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
+    tile.tma_load %map, %bp into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+  }
+  return
+}
+
+// -----
+
+// A TMA load whose block pointer comes from a tile the loop carries cannot be computed by the
+// producer.
+func.func @tile_dependent(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32, %rows: tensor<64xi32>)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %one = arith.constant 1 : i64
+  %true = arith.constant true
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  // expected-error @+1 {{warp_specialize: a TMA load's operand depends on a tile the loop carries}}
+  %r = scf.for %i = %c0 to %k step %c1 iter_args(%carried = %rows) -> (tensor<64xi32>) : i32 {
+    tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
+    %row = tile.reduce max %carried {axis = 0 : i32} : tensor<64xi32> -> i32
+    %at = tile.advance %bp, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %at into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    scf.yield %carried : tensor<64xi32>
+  }
+  return
+}
