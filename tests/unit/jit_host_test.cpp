@@ -97,7 +97,8 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
   for (auto [knob, value, message] : {std::tuple{"num_stages", 9, "num_stages must be from 1 to 8, got 9"},
                                       {"num_warps", 3, "num_warps must be a power of two from 1 to 32, got 3"},
                                       {"wgmma", 2, "wgmma must be 0 or 1, got 2"},
-                                      {"tma", -1, "tma must be 0 or 1, got -1"}}) {
+                                      {"tma", -1, "tma must be 0 or 1, got -1"},
+                                      {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"}}) {
     dsl::Config config{{"BLOCK", 256}};
     config.set(knob, value);
     try {
@@ -107,6 +108,30 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr(std::string("kernel 'vector_add': ") + message));
     }
   }
+}
+
+// warp_specialize on Hopper: the block-pointer matmul, its tensors aligned (the TMA copies
+// them), runs a producer warpgroup beyond its 8 warps, which gives its registers to them;
+// where nothing goes through the TMA (unaligned tensors, or not Hopper) the knob changes
+// nothing.
+TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
+  dsl::Kernel matmul = examples::matmul<dsl::bf16>();
+  const dsl::Config config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
+                           {"num_warps", 8},  {"num_stages", 4}, {"warp_specialize", 1}};
+  dsl::Specialization aligned;
+  aligned.divisible_by_16.assign(matmul.signature().size(), true);
+  aligned.equal_to_1.assign(matmul.signature().size(), false);
+  for (size_t unitStride : {7, 9, 11})
+    aligned.equal_to_1[unitStride] = true;
+  compiler::CompiledKernel specialized = compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0});
+  EXPECT_EQ(specialized.num_warps, 12);
+  EXPECT_EQ(specialized.tensor_maps.size(), 2u);
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr(".maxntid 384, 1, 1"));
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("bar.sync \t1, 256;"));
+  EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
+  EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
 }
 
 TEST_F(Cache, StoresAndLoadsEntries) {
