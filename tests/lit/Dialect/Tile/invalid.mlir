@@ -462,3 +462,20 @@ func.func @inval_barriers_ring() {
   tile.inval_barriers %buf : !tile.shared<2 x tensor<8xi32>>
   return
 }
+
+// -----
+
+func.func @arrive_barrier_ring(%slot: i32, %on: i1) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
+  // expected-error @+1 {{needs stages of tensor<1xi64>, not bf16[64x32]}}
+  tile.arrive_barrier %buf[%slot] if %on : !tile.shared<2 x tensor<64x32xbf16>>
+  return
+}
+
+// -----
+
+func.func @set_max_registers_range() {
+  // expected-error @+1 {{takes a multiple of 8 from 24 to 256 registers, not 236}}
+  tile.set_max_registers 236 {increase}
+  return
+}

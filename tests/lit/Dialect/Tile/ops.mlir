@@ -147,6 +147,23 @@ func.func @pipelines(%p: tensor<64x32x!tile.ptr<bf16>>, %m: tensor<64x32xi1>, %s
   return %t : tensor<64x32xbf16>
 }
 
+// Warp specialization: the roles, register budgets and the consumers' release of a stage.
+// CHECK-LABEL: func.func @warp_roles
+// CHECK: %[[P:.*]] = tile.in_producer_warps
+// CHECK: tile.in_producer_warps first
+// CHECK: tile.set_max_registers 40
+// CHECK: tile.set_max_registers 232 {increase}
+// CHECK: tile.arrive_barrier %{{.*}}[%{{.*}}] if %[[P]] : !tile.shared<2 x tensor<1xi64>>
+func.func @warp_roles(%slot: i32) {
+  %producer = tile.in_producer_warps
+  %first = tile.in_producer_warps first
+  tile.set_max_registers 40
+  tile.set_max_registers 232 {increase}
+  %empty = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  tile.arrive_barrier %empty[%slot] if %producer : !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
 // The kernel form the DSL produces: a func.func marked tile.kernel with loops over tiles.
 // CHECK-LABEL: func.func @kernel
 // CHECK-SAME: attributes {tile.kernel}
