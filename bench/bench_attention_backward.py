@@ -2,7 +2,8 @@
 flash and cuDNN backends and FlexAttention (torch.compile), in the same run, same shapes as
 bench_attention (batch*N = 16k, heads = 2048/D), D 64 and 128, causal and not. Each time is
 the backward alone (the forward's outputs kept), median of 30 after warm-up. JSON lines to
-argv[1]; argv[2] "noflex" skips FlexAttention.
+argv[1]; an argument "noflex" skips FlexAttention, arguments D:N (e.g. 128:8192) keep only those
+shapes.
     PYTHONPATH=<build>/python:bench python3 bench/bench_attention_backward.py OUT"""
 import json
 import sys
@@ -31,8 +32,11 @@ def main():
     if "noflex" not in sys.argv[2:]:
         peers["flex"] = flex()
     gpu = torch.cuda.get_device_name()
+    only = [tuple(int(x) for x in arg.split(":")) for arg in sys.argv[2:] if ":" in arg]
     for d in (64, 128):
         for n in (1024, 2048, 4096, 8192, 16384):
+            if only and (d, n) not in only:
+                continue
             for causal in (False, True):
                 b, h = 16384 // n, 2048 // d
                 q, k, v, dout = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(4))

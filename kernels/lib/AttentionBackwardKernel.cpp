@@ -85,15 +85,18 @@ template <typename T> Kernel keysAndValues() {
   });
 }
 
-/// dQ of one query block: every key block it sees, P recomputed from the saved LSE.
+/// dQ of one query block: every key block it sees, P recomputed from the saved LSE. With
+/// BLOCK_POINTERS, K and V are read through block pointers (on Hopper the TMA's copies).
 template <typename T> Kernel queries() {
   return kernel("attention_bwd_dq", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                        Ptr<T> dq, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim,
                                        Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb,
                                        Long v_sn, Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb,
-                                       Long dq_sn, Long dq_sh, Float scale, const Config &cfg) {
+                                       Long dq_sn, Long dq_sh, Float scale, Int batches, Int heads_kv,
+                                       const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
@@ -112,12 +115,21 @@ template <typename T> Kernel queries() {
     if (causal)
       kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
 
+    // K's or V's rows start..start + BLOCK_N; a block pointer reads 0 outside the tensor too.
+    auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &start) {
+      if (block_pointers)
+        return reshape(load(make_block_ptr(tensor, {batches, n_kv, heads_kv, head_dim}, {sb, sn, sh, 1},
+                                           {batch, start, kv_head, 0}, {1, bn, 1, d})),
+                       {bn, d});
+      Tile cols = start + arange(0, bn);
+      return loadRows(base, cols, sn, dims, expand_dims(cols, 1) < n_kv && dim_ok);
+    };
+
     Tile dq_acc = zeros({bm, d}, DType::f32);
     for_range(0, kv_end, bn, {dq_acc}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
-      Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-      Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
-      Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
+      Tile k_tile = load_rows(k_base, k, k_sb, k_sn, k_sh, start);
+      Tile v_tile = load_rows(v_base, v, v_sb, v_sn, v_sh, start);
       Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;

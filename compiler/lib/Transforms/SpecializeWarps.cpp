@@ -193,8 +193,10 @@ LogicalResult specialize(func::FuncOp func) {
   };
   if (func.getNumResults() > 0)
     return fail("kernels return nothing");
-  if (func.walk([](AsyncCopyOp) { return WalkResult::interrupt(); }).wasInterrupted())
-    return fail("the kernel also stages tiles with cp.async, whose rings need CTA barriers");
+  if (func.walk([](AsyncCopyOp copy) {
+          return copy->getParentOfType<scf::ForOp>() ? WalkResult::interrupt() : WalkResult::advance();
+        }).wasInterrupted())
+    return fail("the kernel also has cp.async rings, whose refills need CTA barriers");
   for (TmaLoadOp load : loads) {
     Operation *parent = load->getParentOp();
     if (parent != func && !(isa<scf::ForOp>(parent) && parent->getParentOp() == func))

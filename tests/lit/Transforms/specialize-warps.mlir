@@ -232,3 +232,28 @@ func.func @tile_dependent(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %
   }
   return
 }
+
+// -----
+
+// A cp.async ring beside the TMA's needs CTA barriers for its refills: not specialized (a
+// tile copied once before the loops, as invariant operands are, would be fine).
+// expected-error @+1 {{warp_specialize: the kernel also has cp.async rings, whose refills need CTA barriers}}
+func.func @cp_async_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32, %ptrs: tensor<64x64x!tile.ptr<f16>>,
+                         %mask: tensor<64x64xi1>)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 4096 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %one = arith.constant 1 : i64
+  %true = arith.constant true
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %copies = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  scf.for %i = %c0 to %k step %c1 : i32 {
+    tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
+    tile.tma_load %map, %bp into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    tile.async_copy %ptrs, %mask into %copies[%c0] : tensor<64x64x!tile.ptr<f16>>, tensor<64x64xi1>, !tile.shared<2 x tensor<64x64xf16>>
+  }
+  return
+}

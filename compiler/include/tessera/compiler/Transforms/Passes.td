@@ -126,8 +126,9 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
     barrier: its stages may reuse an earlier ring's memory). All barriers are initialized
     before the split; new ones are placed after the kernel's shared memory. With 8 or more
     consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
-    A kernel whose TMA loads sit deeper than one loop, or that also stages with cp.async, or
-    whose loads need anything but scalar index math, is an error.
+    A kernel whose TMA loads sit deeper than one loop, or that also has cp.async rings (a
+    tile copied once before the loops is fine: the consumers copy it), or whose loads need
+    anything but scalar index math, is an error.
   }];
 }
 
