@@ -149,19 +149,17 @@ static func::FuncOp kernelOf(Operation *op) {
   return func || !isa<func::FuncOp>(op) ? func : cast<func::FuncOp>(op);
 }
 
-int numWarpsOf(Operation *op) {
+/// The integer attribute `name` of the kernel holding `op`, or `fallback`.
+static int kernelCount(Operation *op, StringRef name, int fallback) {
   if (auto func = kernelOf(op))
-    if (auto attr = func->getAttrOfType<IntegerAttr>(kNumWarpsAttrName))
+    if (auto attr = func->getAttrOfType<IntegerAttr>(name))
       return static_cast<int>(attr.getInt());
-  return 4;
+  return fallback;
 }
 
-int producerWarpsOf(Operation *op) {
-  if (auto func = kernelOf(op))
-    if (auto attr = func->getAttrOfType<IntegerAttr>(kProducerWarpsAttrName))
-      return static_cast<int>(attr.getInt());
-  return 0;
-}
+int numWarpsOf(Operation *op) { return kernelCount(op, kNumWarpsAttrName, 4); }
+
+int producerWarpsOf(Operation *op) { return kernelCount(op, kProducerWarpsAttrName, 0); }
 
 bool warpgroupMmaAllowed(Operation *op) {
   auto func = kernelOf(op);

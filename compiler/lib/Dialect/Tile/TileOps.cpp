@@ -702,19 +702,24 @@ LogicalResult SharedLoadOp::verify() {
   return success();
 }
 
+namespace {
+/// The ops on a ring of mbarriers: one i64 a stage.
+LogicalResult verifyBarrierRing(Operation *op, SharedBufferType barriers) {
+  if (!isBarrierRing(barriers))
+    return op->emitOpError() << "needs stages of tensor<1xi64>, not " << d(barriers.getTileType());
+  return success();
+}
+} // namespace
+
 LogicalResult InitBarriersOp::verify() {
-  if (!isBarrierRing(getBarriers().getType()))
-    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
+  if (failed(verifyBarrierRing(*this, getBarriers().getType())))
+    return failure();
   if (getArrivals() < 1)
     return emitOpError() << "needs at least one arrival, got " << getArrivals();
   return success();
 }
 
-LogicalResult InvalBarriersOp::verify() {
-  if (!isBarrierRing(getBarriers().getType()))
-    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
-  return success();
-}
+LogicalResult InvalBarriersOp::verify() { return verifyBarrierRing(*this, getBarriers().getType()); }
 
 LogicalResult TmaLoadOp::verify() {
   auto block = getPtr().getType().getBlockType(), tile = getBuffer().getType().getTileType();
@@ -729,11 +734,7 @@ LogicalResult TmaLoadOp::verify() {
   return success();
 }
 
-LogicalResult ArriveBarrierOp::verify() {
-  if (!isBarrierRing(getBarriers().getType()))
-    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
-  return success();
-}
+LogicalResult ArriveBarrierOp::verify() { return verifyBarrierRing(*this, getBarriers().getType()); }
 
 LogicalResult SetMaxRegistersOp::verify() {
   if (getCount() < 24 || getCount() > 256 || getCount() % 8 != 0)
@@ -741,8 +742,4 @@ LogicalResult SetMaxRegistersOp::verify() {
   return success();
 }
 
-LogicalResult WaitBarrierOp::verify() {
-  if (!isBarrierRing(getBarriers().getType()))
-    return emitOpError() << "needs stages of tensor<1xi64>, not " << d(getBarriers().getType().getTileType());
-  return success();
-}
+LogicalResult WaitBarrierOp::verify() { return verifyBarrierRing(*this, getBarriers().getType()); }
