@@ -278,17 +278,19 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
   for (auto [bm, bn, warps, stages, shared] : shapes)
     configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"num_warps", warps}, {"num_stages", stages}, {"invariant_operands_in_shared", shared}});
-  // dQ's K and V also through block pointers (the TMA on Hopper; attention_backward turns them
-  // off where it cannot copy): 64 query rows on 4 warps, and 128 on 8 beside a producer
-  // warpgroup issuing the loads.
-  if (pass == BackwardPass::queries && padded <= 128)
-    for (auto [bm, warps, specialize] : {std::tuple{64, 4, 0}, std::tuple{128, 8, 1}}) {
-      configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", 64}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
-                         {"num_warps", warps}, {"num_stages", 2}, {"invariant_operands_in_shared", padded > 64 ? 1 : 0},
-                         {"BLOCK_POINTERS", 1}});
+  // dQ's K and V, and dK/dV's Q and dO, also through block pointers (the TMA on Hopper;
+  // attention_backward turns them off where it cannot copy): on 4 warps, and on 8 beside a
+  // producer warpgroup issuing the loads.
+  if (padded <= 128) {
+    const bool queries = pass == BackwardPass::queries;
+    for (auto [rows, warps, specialize] : {std::tuple{64, 4, 0}, std::tuple{128, 8, 1}}) {
+      configs.push_back({{"BLOCK_M", queries ? rows : (padded > 64 ? 32 : 64)}, {"BLOCK_N", queries ? 64 : rows},
+                         {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0}, {"num_warps", warps}, {"num_stages", 2},
+                         {"invariant_operands_in_shared", padded > 64 ? 1 : 0}, {"BLOCK_POINTERS", 1}});
       if (specialize)
         configs.back().set("warp_specialize", 1);
     }
+  }
   return configs;
 }
 
@@ -327,7 +329,8 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
     add(spaces[0], forMask(forward, mask_bm, mask_bn, "BLOCK_M"));
   }
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::keys_values))
-    add(spaces[1], forMask(config, mask_bm, mask_bn, "BLOCK_N"));
+    if (!config.get("BLOCK_POINTERS", 0)) // the block-sparse kernel reads Q and dO through tiles of pointers
+      add(spaces[1], forMask(config, mask_bm, mask_bn, "BLOCK_N"));
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::queries))
     if (!config.get("BLOCK_POINTERS", 0)) // the block-sparse kernel reads K and V through tiles of pointers
       add(spaces[2], forMask(config, mask_bm, mask_bn, "BLOCK_M"));
@@ -575,7 +578,9 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
     dsl::Config config = given                    ? *given
                          : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
                                                   : tunerFor(which, q.dtype, padded, options.causal).config_for(grid, args);
-    if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v})) // as in attention_forward
+    // As in attention_forward: block pointers where the TMA copies them (dK/dV's are Q and dO).
+    if (config.get("BLOCK_POINTERS", 0) &&
+        !(which == Tuned::keys_values ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
       config.set("BLOCK_POINTERS", 0);
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
@@ -591,7 +596,8 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
     launch(Tuned::keys_values, options.keys_values_config, kernels[1],
            withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q, p.n_kv,
                         p.heads_q, group, p.head_dim},
-                       {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}),
+                       {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale,
+                        p.batch}),
            p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
     launch(Tuned::queries, options.queries_config, kernels[2],

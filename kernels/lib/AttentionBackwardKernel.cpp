@@ -30,15 +30,17 @@ template <typename T> Kernel preprocess() {
 
 /// dK and dV of one key block of one KV head: the query blocks of every query head of its
 /// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
+/// With BLOCK_POINTERS, Q and dO are read through block pointers (on Hopper the TMA's copies).
 template <typename T> Kernel keysAndValues() {
   return kernel("attention_bwd_dkdv", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                          Ptr<T> dk, Ptr<T> dv, Int n_q, Int n_kv, Int heads_q, Int group,
                                          Int head_dim, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn,
                                          Long k_sh, Long v_sb, Long v_sn, Long v_sh, Long do_sb, Long do_sn,
                                          Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
-                                         Long dv_sh, Float scale, const Config &cfg) {
+                                         Long dv_sh, Float scale, Int batches, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_kv).to<i64>(), kv_head = (batch_head % heads_kv).to<i64>();
@@ -56,26 +58,39 @@ template <typename T> Kernel keysAndValues() {
     if (causal)
       m_begin = maximum(program_id(0) * bn - diagonal, 0) / bm * bm;
 
+    // One loop over (query head of the group, query block), so that Q and dO pipeline through
+    // one ring across the heads too; the head and the block are carried (index math the
+    // pipeliner can run ahead: no division).
+    Tile blocks = (maximum(n_q - m_begin, 0) + (bm - 1)) / bm;
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
-    for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
+    Tile member = 0 * group, start = m_begin;
+    for_range(0, group * blocks, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
       Tile head = kv_head * group + member.to<i64>();
-      Tile q_base = q + batch * q_sb + head * q_sh, do_base = dout + batch * do_sb + head * do_sh;
       Tile row_base = (batch.to<i32>() * heads_q + head.to<i32>()) * n_q;
-      for_range(m_begin, n_q, bm, {dk_acc, dv_acc}, [&](Tile start) {
-        Tile rows = start + arange(0, bm);
-        Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-        Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
-        Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
-        // lse is +inf-safe: rows past n_q read 0 and are masked below.
-        Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
-        Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
-        Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
-        if (causal)
-          visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
-        // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
-        // lse = -inf and P = 0.
-        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
-      });
+      Tile rows = start + arange(0, bm);
+      Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+      // Q's or dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
+      auto load_rows = [&](const Tile &tensor, Long sb, Long sn, Long sh) {
+        if (block_pointers)
+          return reshape(load(make_block_ptr(tensor, {batches, n_q, heads_q, head_dim}, {sb, sn, sh, 1},
+                                             {batch, start, head, 0}, {1, bm, 1, d})),
+                         {bm, d});
+        return loadRows(tensor + batch * sb + head * sh, rows, sn, dims, row_ok);
+      };
+      Tile q_tile = load_rows(q, q_sb, q_sn, q_sh);
+      Tile do_tile = load_rows(dout, do_sb, do_sn, do_sh);
+      // lse is +inf-safe: rows past n_q read 0 and are masked below.
+      Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
+      Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+      Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
+      if (causal)
+        visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
+      // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
+      // lse = -inf and P = 0.
+      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
+      Tile next = start + bm, wrap = next >= n_q;
+      start = where(wrap, m_begin, next);
+      member = where(wrap, member + 1, member);
     });
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
     store(rowPointers(dk + batch * dk_sb + kv_head * dk_sh, cols, dk_sn, dims),

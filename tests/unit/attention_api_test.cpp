@@ -279,6 +279,9 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::queries))
     if (c.knob && !options.queries_config && config.get(c.knob, 0))
       options.queries_config = config; // dQ's K and V through block pointers too
+  for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::keys_values))
+    if (c.knob && !options.keys_values_config && config.get(c.knob, 0))
+      options.keys_values_config = config; // and dK/dV's Q and dO
   Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);
 
@@ -350,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16}, // 40 rows see no key
                       Case{2, 33, 50, 2, 1, 96, false, false, DType::bf16}, // MQA, padded d
                       Case{1, 20, 40, 1, 1, 256, true, true, DType::f16},
-                      Case{1, 40, 70, 4, 2, 64, true, true, DType::f16, "BLOCK_POINTERS"}));
+                      Case{1, 40, 70, 4, 2, 64, true, true, DType::f16, "BLOCK_POINTERS"},
+                      Case{1, 70, 45, 6, 2, 128, false, false, DType::bf16, "BLOCK_POINTERS"}));
 
 class AttentionBackwardErrors : public Interpreted<> {};
 
