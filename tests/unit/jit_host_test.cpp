@@ -98,7 +98,9 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"num_warps", 3, "num_warps must be a power of two from 1 to 32, got 3"},
                                       {"wgmma", 2, "wgmma must be 0 or 1, got 2"},
                                       {"tma", -1, "tma must be 0 or 1, got -1"},
-                                      {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"}}) {
+                                      {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"},
+                                      {"programs_per_sm", 0, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 0"},
+                                      {"programs_per_sm", 17, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 17"}}) {
     dsl::Config config{{"BLOCK", 256}};
     config.set(knob, value);
     try {
@@ -132,6 +134,30 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("bar.sync \t1, 256;"));
   EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
   EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
+}
+
+// programs_per_sm: each program gets its share of an SM's 65536 registers; a producer
+// warpgroup beside 4 warps, 2 programs an SM, starts at 32768 / 256 threads and gives the
+// consumers all but 40 a thread of its own.
+TEST(CompilerConfig, ProgramsPerSmShareTheRegisterFile) {
+  dsl::Kernel matmul = examples::matmul<dsl::f16>();
+  dsl::Config config{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 4},
+                     {"num_stages", 3}, {"warp_specialize", 1}, {"programs_per_sm", 2}};
+  dsl::Specialization aligned;
+  aligned.divisible_by_16.assign(matmul.signature().size(), true);
+  aligned.equal_to_1.assign(matmul.signature().size(), false);
+  for (size_t unitStride : {7, 9, 11})
+    aligned.equal_to_1[unitStride] = true;
+  std::string ptx = compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx;
+  EXPECT_THAT(ptx, ::testing::HasSubstr(".maxnreg 128"));
+  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
+  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 216;"));
+  config.set("warp_specialize", 0); // 4 warps alone: 255 (the most a thread may have) either way
+  EXPECT_THAT(compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx,
+              ::testing::HasSubstr(".maxnreg 255"));
+  config.set("num_warps", 8); // 32768 / 256 threads
+  EXPECT_THAT(compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx,
+              ::testing::HasSubstr(".maxnreg 128"));
 }
 
 TEST_F(Cache, StoresAndLoadsEntries) {

@@ -75,11 +75,12 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 
 /// The config's num_warps (default 4), num_stages (default 3), invariant_operands_in_shared
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
-/// pointers' loads the tensor memory accelerator) and warp_specialize (default 0: on Hopper,
-/// a producer warpgroup issues the TMA loads) on the kernel, checked.
+/// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
+/// a producer warpgroup issues the TMA loads) and programs_per_sm (default 1: how many
+/// programs' registers an SM holds at once) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0;
+  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, programsKnob = 1, producerWarps = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -93,13 +94,18 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     wgmmaKnob = knob("wgmma", wgmmaKnob);
     tmaKnob = knob("tma", tmaKnob);
     specializeKnob = knob("warp_specialize", specializeKnob);
+    programsKnob = knob("programs_per_sm", programsKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1)
       func->setAttr(tile::kTmaAttrName, mlir::UnitAttr::get(module->getContext()));
-    if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1)
+    if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1) {
       func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
+      producerWarps = 4;
+    }
     mlir::Builder b(module->getContext());
+    if (programsKnob > 1)
+      func->setAttr(tile::kProgramsPerSmAttrName, b.getI32IntegerAttr(static_cast<int32_t>(programsKnob)));
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
   });
@@ -114,6 +120,11 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
+  const int programWarps = warps + static_cast<int>(producerWarps), maxPrograms = 64 / programWarps;
+  if (programsKnob < 1 || programsKnob > maxPrograms)
+    throw Error("kernel '" + kernel + "': programs_per_sm must be from 1 to " + std::to_string(maxPrograms) +
+                " (an SM runs 64 warps, a program " + std::to_string(programWarps) + "), got " +
+                std::to_string(programsKnob));
   return warps;
 }
 

@@ -23,7 +23,6 @@ namespace {
 
 constexpr int kProducerWarps = 4;      // one warpgroup: setmaxnreg applies to whole warpgroups
 constexpr int kProducerRegisters = 40; // index math and TMA issue
-constexpr int kRegisterFile = 65536;   // 32-bit registers of one SM, all to this one program
 
 bool holdsTile(Operation *op) {
   auto isTile = [](Type type) { return isa<RankedTensorType>(type); };
@@ -258,11 +257,14 @@ LogicalResult specialize(func::FuncOp func) {
   consumers->getOperations().splice(consumers->begin(), entry.getOperations(), std::next(split->getIterator()),
                                     std::prev(entry.end()));
 
-  // Register budgets: the producer needs few; the consumers take the rest of the SM's file.
-  const int consumerThreads = warps * 32;
-  const int consumerRegisters = std::min(240, (kRegisterFile - kProducerRegisters * kProducerWarps * 32) /
-                                                  consumerThreads / 8 * 8);
-  const bool reallocate = kRegisterFile / (consumerThreads + kProducerWarps * 32) < consumerRegisters;
+  // Register budgets: the producer needs few; the consumers take the rest of what the program
+  // starts with.
+  func->setAttr(kProducerWarpsAttrName, b.getI32IntegerAttr(kProducerWarps));
+  const int consumerThreads = warps * 32, entryRegisters = entryRegistersOf(func);
+  const int pool = entryRegisters * (consumerThreads + kProducerWarps * 32);
+  const int consumerRegisters =
+      std::min(240, (pool - kProducerRegisters * kProducerWarps * 32) / consumerThreads / 8 * 8);
+  const bool reallocate = entryRegisters < consumerRegisters;
   OpBuilder top = split.getThenBodyBuilder();
   if (reallocate) {
     SetMaxRegistersOp::create(top, loc, kProducerRegisters, /*increase=*/false);
@@ -298,7 +300,6 @@ LogicalResult specialize(func::FuncOp func) {
   }
   func.walk([](WaitBarrierOp wait) { wait.setSync(false); });
   func.walk([](DotWaitOp wait) { wait.setBarrier(false); });
-  func->setAttr(kProducerWarpsAttrName, b.getI32IntegerAttr(kProducerWarps));
   return success();
 }
 

@@ -35,6 +35,21 @@ func.func @copy(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %n: i32) attributes {til
 
 // -----
 
+// Each thread may hold its share of the SM's 65536 registers: all of them for one program of
+// 8 warps (255 at most), half of that with two programs an SM (tile.programs_per_sm).
+// CHECK-LABEL: llvm.func @one_program_an_sm
+// CHECK-SAME: nvvm.maxnreg = 255 : i32, nvvm.maxntid = array<i32: 256, 1, 1>
+// CHECK-LABEL: llvm.func @two_programs_an_sm
+// CHECK-SAME: nvvm.maxnreg = 128 : i32, nvvm.maxntid = array<i32: 256, 1, 1>
+func.func @one_program_an_sm() attributes {tile.kernel, tile.num_warps = 8 : i32} {
+  return
+}
+func.func @two_programs_an_sm() attributes {tile.kernel, tile.num_warps = 8 : i32, tile.programs_per_sm = 2 : i32} {
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
 
 // A reduction over a 1-D tile: in-thread, butterfly shuffles across lanes, then the shared

@@ -154,6 +154,44 @@ func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i3
 
 // -----
 
+// Two programs an SM (tile.programs_per_sm): each starts with 32768 / 256 threads = 128
+// registers a thread; the producer keeps 40 and its 4 consumer warps take the rest, 216.
+// CHECK-LABEL: func.func @two_programs_an_sm
+// CHECK: scf.if
+// CHECK-NEXT: tile.set_max_registers 40
+// CHECK: } else {
+// CHECK-NEXT: tile.set_max_registers 216 {increase}
+func.func @two_programs_an_sm(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.programs_per_sm = 2 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = arith.cmpi sgt, %k, %c0 : i32
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  tile.tma_load %map, %bp into %tiles[%c0], %bars if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  scf.for %i = %c0 to %k step %c64 : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c2 : i32
+    %parity = arith.andi %it, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+    %next = arith.addi %i, %c64 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %far into %tiles[%slot], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  tile.async_wait 0
+  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
 // Without TMA loads there is nothing to produce: the kernel keeps its warps.
 // CHECK-LABEL: func.func @nothing_to_produce
 // CHECK-NOT: tile.producer_warps

@@ -73,7 +73,7 @@ void prepareKernels(ModuleOp module) {
     func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(), b.getDenseI32ArrayAttr({threads, 1, 1}));
     // Every register one program may have; without it ptxas may pick far fewer and spill (and
     // setmaxnreg needs the count at entry).
-    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(std::min(255, 65536 / threads / 8 * 8)));
+    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegistersOf(func)));
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName))
       needsShared |= bytes.getInt() > 0;
     // A tensor map is a 128-byte, 64-byte-aligned parameter the TMA reads in place

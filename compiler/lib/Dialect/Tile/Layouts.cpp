@@ -161,6 +161,11 @@ int numWarpsOf(Operation *op) { return kernelCount(op, kNumWarpsAttrName, 4); }
 
 int producerWarpsOf(Operation *op) { return kernelCount(op, kProducerWarpsAttrName, 0); }
 
+int entryRegistersOf(Operation *op) {
+  const int threads = (numWarpsOf(op) + producerWarpsOf(op)) * 32;
+  return std::min(255, 65536 / kernelCount(op, kProgramsPerSmAttrName, 1) / threads / 8 * 8);
+}
+
 bool warpgroupMmaAllowed(Operation *op) {
   auto func = kernelOf(op);
   return func && func->hasAttr(kWarpgroupMmaAttrName);

@@ -44,6 +44,9 @@ int64_t storageBytes(mlir::Type elementType);
 int numWarpsOf(mlir::Operation *op);
 /// Warps a warp-specialized kernel runs beyond them, issuing its TMA loads (0 for others).
 int producerWarpsOf(mlir::Operation *op);
+/// 32-bit registers each thread of the kernel containing `op` starts with: an SM's 65536
+/// shared by tile.programs_per_sm programs and all their warps, a multiple of 8, at most 255.
+int entryRegistersOf(mlir::Operation *op);
 
 /// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
 bool warpgroupMmaAllowed(mlir::Operation *op);
