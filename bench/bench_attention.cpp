@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
                << "\", \"B\": " << B << ", \"H\": " << H << ", \"N\": " << N << ", \"D\": " << D
                << ", \"causal\": " << (causal ? "true" : "false") << ", \"mode\": \"fwd\", \"ms\": " << ms
                << ", \"tflops\": " << tflops << ", \"default_ms\": " << defaultMs << ", \"config\": \"" << best
-               << "\", \"gpu\": \"" << gpu << "\"}\n";
+               << "\", \"gpu\": \"" << gpu << "\"}" << std::endl; // a run cut short keeps its rows
+          std::fflush(stdout);
         }
       }
     }

@@ -207,45 +207,50 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
 
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal) {
   int64_t padded = paddedHeadDim(head_dim);
-  // (BLOCK_M, BLOCK_N, warps, stages, SPLIT_MASKED, Q in shared memory, OVERLAP_SOFTMAX, how K
-  // and V load): every warp owns at least 16 whole rows, so that the softmax statistics stay
-  // in the warp; the f32 accumulator (BLOCK_M x d) must fit in registers beside the scores
-  // (BLOCK_M x BLOCK_N), which from d = 128 on leaves Q to shared memory when a warp owns 32
-  // rows. The last column: 0 tiles of pointers (cp.async), 1 block pointers (the TMA on
-  // Hopper where K and V are 16-byte aligned: attention_forward turns them off elsewhere, and
-  // the config is then the same on pointers), 2 block pointers with a producer warpgroup
-  // issuing the TMA loads (warp_specialize). Measured on the H200 (B*N = 16k, BHSD, f16): at
-  // d <= 64 64x64 blocks on 4 warps through the TMA are the best at every length (1.08x the
-  // same on cp.async; with a producer warpgroup, whose registers such a small program cannot
-  // give away, 0.6x); at d = 128 the producer warpgroup with FlashAttention-3's order
-  // (OVERLAP_SOFTMAX) and the split into unmasked and masked loops (SPLIT_MASKED), 1.13-1.26x
-  // the same on cp.async from N = 4k on (3 stages without the causal mask, 4 with it).
-  // OVERLAP_SOFTMAX pays where the dots run on Hopper's wgmma: 16 rows a warp in whole
-  // warpgroups; the split pays at d <= 64 (causal +25%).
-  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> shapes;
+  // Every warp owns at least 16 whole rows, so that the softmax statistics stay in the warp;
+  // the f32 accumulator (BLOCK_M x d) must fit in registers beside the scores (BLOCK_M x
+  // BLOCK_N), which from d = 128 on leaves Q to shared memory when a warp owns 32 rows.
+  // `load` says how K and V load: 0 tiles of pointers (cp.async), 1 block pointers (the TMA
+  // on Hopper where K and V are 16-byte aligned: attention_forward turns them off elsewhere,
+  // and the config is then the same on pointers), 2 block pointers with a producer warpgroup
+  // issuing the TMA loads (warp_specialize). `programs` programs share an SM's registers
+  // (programs_per_sm), as their shared memory allows: two 64-row programs, each one consumer
+  // warpgroup beside its producer, overlap one's softmax with the other's dots.
+  // Measured on the H200 (B*N = 16k, BHSD, f16, N = 4k-8k): at d = 128 two such 64x64
+  // programs an SM beat one 128x64 program of two consumer warpgroups by 1-9% (most with the
+  // causal mask); at d <= 64 two 64x128 ones beat 64x64 programs through the TMA without a
+  // producer by 5-8%. FlashAttention-3's order (OVERLAP_SOFTMAX) pays where the dots run on
+  // Hopper's wgmma; the split into unmasked and masked loops (SPLIT_MASKED) pays with the
+  // causal mask (+25% at d <= 64).
+  struct Shape {
+    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1;
+  };
+  std::vector<Shape> shapes;
   if (padded <= 64)
-    shapes = {{64, 64, 4, 3, 1, 0, 0, 1},   {64, 64, 4, 3, 1, 0, 0, 0},  {128, 64, 4, 3, 1, 0, 0, 0},
-              {128, 64, 4, 3, 0, 0, 0, 0},  {128, 128, 8, 2, 1, 0, 1, 0}, {64, 64, 4, 3, 1, 0, 1, 0},
-              {128, 128, 8, 2, 1, 0, 1, 0}, {128, 64, 8, 3, 1, 0, 1, 0},  {64, 64, 4, 4, 1, 0, 0, 0},
-              {128, 64, 8, 3, 1, 0, 1, 2}};
+    shapes = {{64, 128, 4, 2, 1, 0, 0, 2, 2},  {64, 64, 4, 2, 1, 0, 0, 2, 3},  {64, 64, 4, 3, 1, 0, 0, 1},
+              {64, 64, 4, 3, 1, 0, 0, 0},      {128, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 4, 3, 0, 0, 0, 0},
+              {128, 128, 8, 2, 1, 0, 1, 0},    {64, 64, 4, 3, 1, 0, 1, 0},     {128, 64, 8, 3, 1, 0, 1, 0},
+              {64, 64, 4, 4, 1, 0, 0, 0},      {128, 64, 8, 3, 1, 0, 1, 2}};
   else if (padded <= 128)
-    shapes = {{128, 64, 8, 3, 1, 0, 1, 2}, {128, 64, 8, 3, 1, 0, 1, 0}, {128, 64, 8, 4, 1, 0, 1, 2},
-              {128, 64, 8, 4, 1, 0, 1, 0}, {128, 32, 4, 3, 0, 1, 0, 0}, {128, 32, 4, 3, 1, 1, 0, 0},
-              {128, 64, 4, 2, 0, 1, 0, 0}, {128, 64, 8, 3, 1, 0, 0, 0}, {64, 64, 4, 3, 1, 0, 0, 0},
-              {128, 64, 8, 3, 0, 0, 1, 0}, {128, 128, 8, 2, 0, 1, 1, 0}, {128, 64, 8, 3, 0, 0, 0, 0},
-              {128, 64, 8, 3, 1, 0, 1, 1}};
+    shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
+              {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
+              {128, 32, 4, 3, 0, 1, 0, 0},   {128, 32, 4, 3, 1, 1, 0, 0},   {128, 64, 4, 2, 0, 1, 0, 0},
+              {128, 64, 8, 3, 1, 0, 0, 0},   {64, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 8, 3, 0, 0, 1, 0},
+              {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1}};
   else
     shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
               {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
-  for (auto [bm, bn, warps, stages, split, qShared, overlap, tma] : shapes) {
-    configs.push_back({{"BLOCK_M", bm}, {"BLOCK_N", bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
-                       {"SPLIT_MASKED", split}, {"num_warps", warps}, {"num_stages", stages},
-                       {"invariant_operands_in_shared", qShared}, {"OVERLAP_SOFTMAX", overlap}});
-    if (tma)
+  for (const Shape &shape : shapes) {
+    configs.push_back({{"BLOCK_M", shape.bm}, {"BLOCK_N", shape.bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                       {"SPLIT_MASKED", shape.split}, {"num_warps", shape.warps}, {"num_stages", shape.stages},
+                       {"invariant_operands_in_shared", shape.qShared}, {"OVERLAP_SOFTMAX", shape.overlap}});
+    if (shape.load)
       configs.back().set("BLOCK_POINTERS", 1);
-    if (tma == 2)
+    if (shape.load == 2)
       configs.back().set("warp_specialize", 1);
+    if (shape.programs > 1)
+      configs.back().set("programs_per_sm", shape.programs);
   }
   return configs;
 }
@@ -280,15 +285,18 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
                        {"num_warps", warps}, {"num_stages", stages}, {"invariant_operands_in_shared", shared}});
   // dQ's K and V, and dK/dV's Q and dO, also through block pointers (the TMA on Hopper;
   // attention_backward turns them off where it cannot copy): on 4 warps, and on 8 beside a
-  // producer warpgroup issuing the loads.
+  // producer warpgroup issuing the loads, and on 4 beside one with two programs an SM.
   if (padded <= 128) {
     const bool queries = pass == BackwardPass::queries;
-    for (auto [rows, warps, specialize] : {std::tuple{64, 4, 0}, std::tuple{128, 8, 1}}) {
+    for (auto [rows, warps, specialize, programs] :
+         {std::tuple{64, 4, 0, 1}, std::tuple{128, 8, 1, 1}, std::tuple{64, 4, 1, 2}}) {
       configs.push_back({{"BLOCK_M", queries ? rows : (padded > 64 ? 32 : 64)}, {"BLOCK_N", queries ? 64 : rows},
                          {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0}, {"num_warps", warps}, {"num_stages", 2},
                          {"invariant_operands_in_shared", padded > 64 ? 1 : 0}, {"BLOCK_POINTERS", 1}});
       if (specialize)
         configs.back().set("warp_specialize", 1);
+      if (programs > 1)
+        configs.back().set("programs_per_sm", programs);
     }
   }
   return configs;
