@@ -112,6 +112,17 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
   }
 }
 
+/// The example matmul's arguments as the launcher sees 16-byte-aligned row-major tensors: the
+/// TMA may copy them.
+dsl::Specialization alignedMatmul(const dsl::Kernel &matmul) {
+  dsl::Specialization aligned;
+  aligned.divisible_by_16.assign(matmul.signature().size(), true);
+  aligned.equal_to_1.assign(matmul.signature().size(), false);
+  for (size_t unitStride : {7, 9, 11})
+    aligned.equal_to_1[unitStride] = true;
+  return aligned;
+}
+
 // warp_specialize on Hopper: the block-pointer matmul, its tensors aligned (the TMA copies
 // them), runs a producer warpgroup beyond its 8 warps, which gives its registers to them;
 // where nothing goes through the TMA (unaligned tensors, or not Hopper) the knob changes
@@ -120,11 +131,7 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   dsl::Kernel matmul = examples::matmul<dsl::bf16>();
   const dsl::Config config{{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1},
                            {"num_warps", 8},  {"num_stages", 4}, {"warp_specialize", 1}};
-  dsl::Specialization aligned;
-  aligned.divisible_by_16.assign(matmul.signature().size(), true);
-  aligned.equal_to_1.assign(matmul.signature().size(), false);
-  for (size_t unitStride : {7, 9, 11})
-    aligned.equal_to_1[unitStride] = true;
+  const dsl::Specialization aligned = alignedMatmul(matmul);
   compiler::CompiledKernel specialized = compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0});
   EXPECT_EQ(specialized.num_warps, 12);
   EXPECT_EQ(specialized.tensor_maps.size(), 2u);
@@ -143,11 +150,7 @@ TEST(CompilerConfig, ProgramsPerSmShareTheRegisterFile) {
   dsl::Kernel matmul = examples::matmul<dsl::f16>();
   dsl::Config config{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 4},
                      {"num_stages", 3}, {"warp_specialize", 1}, {"programs_per_sm", 2}};
-  dsl::Specialization aligned;
-  aligned.divisible_by_16.assign(matmul.signature().size(), true);
-  aligned.equal_to_1.assign(matmul.signature().size(), false);
-  for (size_t unitStride : {7, 9, 11})
-    aligned.equal_to_1[unitStride] = true;
+  const dsl::Specialization aligned = alignedMatmul(matmul);
   std::string ptx = compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx;
   EXPECT_THAT(ptx, ::testing::HasSubstr(".maxnreg 128"));
   EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
