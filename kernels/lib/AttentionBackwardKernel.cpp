@@ -72,9 +72,7 @@ template <typename T> Kernel keysAndValues() {
       // Q's or dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
       auto load_rows = [&](const Tile &tensor, Long sb, Long sn, Long sh) {
         if (block_pointers)
-          return reshape(load(make_block_ptr(tensor, {batches, n_q, heads_q, head_dim}, {sb, sn, sh, 1},
-                                             {batch, start, head, 0}, {1, bm, 1, d})),
-                         {bm, d});
+          return loadBlockRows({tensor, batches, n_q, heads_q, head_dim, sb, sn, sh}, batch, head, start, bm, d);
         return loadRows(tensor + batch * sb + head * sh, rows, sn, dims, row_ok);
       };
       Tile q_tile = load_rows(q, q_sb, q_sn, q_sh);
@@ -133,9 +131,7 @@ template <typename T> Kernel queries() {
     // K's or V's rows start..start + BLOCK_N; a block pointer reads 0 outside the tensor too.
     auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &start) {
       if (block_pointers)
-        return reshape(load(make_block_ptr(tensor, {batches, n_kv, heads_kv, head_dim}, {sb, sn, sh, 1},
-                                           {batch, start, kv_head, 0}, {1, bn, 1, d})),
-                       {bn, d});
+        return loadBlockRows({tensor, batches, n_kv, heads_kv, head_dim, sb, sn, sh}, batch, kv_head, start, bn, d);
       Tile cols = start + arange(0, bn);
       return loadRows(base, cols, sn, dims, expand_dims(cols, 1) < n_kv && dim_ok);
     };

@@ -75,9 +75,7 @@ template <typename T> Kernel forward() {
       auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &first,
                            bool bounded) {
         if (block_pointers)
-          return reshape(load(make_block_ptr(tensor, {batches, n_kv, heads_kv, head_dim}, {sb, sn, sh, 1},
-                                             {batch, first, kv_head, 0}, {1, bn, 1, d})),
-                         {bn, d});
+          return loadBlockRows({tensor, batches, n_kv, heads_kv, head_dim, sb, sn, sh}, batch, kv_head, first, bn, d);
         Tile cols = first + arange(0, bn);
         return loadRows(base, cols, sn, dims, readable(cols, bounded));
       };

@@ -53,6 +53,20 @@ inline dsl::Tile loadRows(const dsl::Tile &base, const dsl::Tile &rows, const ds
   return dsl::load(rowPointers(base, rows, row_stride, dims), ok, 0);
 }
 
+/// A [batches, n, heads, head_dim] tensor of the attention kernels (q, k, v, dout): its base
+/// pointer, sizes and strides (the head dim's is 1).
+struct HeadTensor {
+  dsl::Tile base, batches, n, heads, head_dim, sb, sn, sh;
+};
+/// Rows start..start + rows (all d columns) of one head of `t` through a 4-D block pointer (on
+/// Hopper the TMA's copy): elements outside the tensor read 0.
+inline dsl::Tile loadBlockRows(const HeadTensor &t, const dsl::Tile &batch, const dsl::Tile &head,
+                               const dsl::Tile &start, int64_t rows, int64_t d) {
+  dsl::Tile block = dsl::make_block_ptr(t.base, {t.batches, t.n, t.heads, t.head_dim}, {t.sb, t.sn, t.sh, 1},
+                                        {batch, start, head, 0}, {1, rows, 1, d});
+  return dsl::reshape(dsl::load(block), {rows, d});
+}
+
 /// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
 /// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
 /// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *

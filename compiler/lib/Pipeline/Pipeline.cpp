@@ -101,7 +101,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
       func->setAttr(tile::kTmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1) {
       func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
-      producerWarps = 4;
+      producerWarps = tile::kProducerWarps;
     }
     mlir::Builder b(module->getContext());
     if (programsKnob > 1)

@@ -21,7 +21,6 @@ using namespace tessera::tile;
 
 namespace {
 
-constexpr int kProducerWarps = 4;      // one warpgroup: setmaxnreg applies to whole warpgroups
 constexpr int kProducerRegisters = 40; // index math and TMA issue
 
 bool holdsTile(Operation *op) {

@@ -75,6 +75,8 @@ inline constexpr llvm::StringLiteral kTensorMapAttrName = "tile.tensor_map";
 /// tile-specialize-warps, the number of producer warps the kernel runs beyond tile.num_warps.
 inline constexpr llvm::StringLiteral kWarpSpecializeAttrName = "tile.warp_specialize";
 inline constexpr llvm::StringLiteral kProducerWarpsAttrName = "tile.producer_warps";
+/// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
+inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
 /// knob programs_per_sm; 1 when absent): each gets that share of the registers.
 inline constexpr llvm::StringLiteral kProgramsPerSmAttrName = "tile.programs_per_sm";
