@@ -226,12 +226,13 @@ LogicalResult specialize(func::FuncOp func) {
   auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName);
   int64_t end = llvm::alignTo(bytes ? bytes.getInt() : 0, 8);
   b.setInsertionPointAfter(allocs.back());
+  SmallVector<Operation *> ringInits;
   auto barrierRing = [&](int64_t stages) {
     auto type = SharedBufferType::get(context, stages, RankedTensorType::get({1}, b.getI64Type()));
     auto ring = SharedAllocOp::create(b, loc, type);
     ring->setAttr("tile.smem_offset", b.getI64IntegerAttr(end));
     end += stages * 8;
-    InitBarriersOp::create(b, loc, ring, b.getI32IntegerAttr(warps));
+    ringInits.push_back(InitBarriersOp::create(b, loc, ring, b.getI32IntegerAttr(warps)));
     return ring.getResult();
   };
   DenseMap<Value, Value> emptyOf;
@@ -245,8 +246,12 @@ LogicalResult specialize(func::FuncOp func) {
       Value yes = arith::ConstantOp::create(at, loc, at.getBoolAttr(true));
       ArriveBarrierOp::create(at, loc, handOver, zero, yes);
     }
-    init->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+    ringInits.push_back(init);
   }
+  // Every ring initialized after the last buffer, one after another: they share one fence and
+  // one CTA barrier.
+  for (Operation *init : ringInits)
+    init->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
   func->setAttr(kSharedMemoryAttrName, b.getI64IntegerAttr(end));
 
   // The split: everything after it runs in the consumer branch.

@@ -330,7 +330,8 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
 // -----
 
 // A warp-specialized kernel (8 consumer warps, 4 producer warps): 384 threads and the register
-// count a thread of them may have at entry; the producer warpgroup is the threads from 256
+// count a thread of them may have at entry; its two rings' barriers, initialized one after the
+// other, fenced and synchronized once; the producer warpgroup is the threads from 256
 // on, its first warp those below 288; setmaxnreg moves registers; the producer's first thread
 // (256) issues the TMA loads of a [1, 64, 1, 128] block of a [b, n, h, d] tensor (the map
 // lists h before n: coordinates d, n, h, b); each consumer warp's lane 0 arrives on the empty
@@ -338,6 +339,13 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
 // their 256 threads.
 // CHECK-LABEL: llvm.func @specialized
 // CHECK-SAME: nvvm.maxnreg = 168 : i32, nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK: mbarrier.init.shared::cta.b64 [$1], 8;
+// CHECK-NOT: nvvm.barrier0
+// CHECK-NOT: fence.mbarrier_init
+// CHECK: mbarrier.init.shared::cta.b64 [$1], 1;
+// CHECK: fence.mbarrier_init.release.cluster;
+// CHECK-NEXT: nvvm.barrier0
+// CHECK-NOT: nvvm.barrier0
 // CHECK: llvm.mlir.constant(256 : i32)
 // CHECK-NEXT: llvm.icmp "uge"
 // CHECK: setmaxnreg.dec.sync.aligned.u32 40;
@@ -358,6 +366,8 @@ func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slo
   %ring = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x128xf16>>
   %full = tile.shared_alloc {tile.smem_offset = 65536 : i64} : !tile.shared<2 x tensor<1xi64>>
   %empty = tile.shared_alloc {tile.smem_offset = 66560 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %empty arrivals 8 : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %full arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   %producer = tile.in_producer_warps
   scf.if %producer {
     tile.set_max_registers 40

@@ -82,7 +82,8 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
 // Two rings one after the other (attention's unmasked and masked loops), 4 consumer warps (no
 // register reallocation: 256 threads may hold 255 registers each anyway): the second ring's
 // prologue waits until every consumer warp has reached the place where it was initialized,
-// since its stages may reuse the first ring's memory.
+// since its stages may reuse the first ring's memory. Every ring is initialized after the
+// last buffer, one after another (they share a fence and a CTA barrier).
 // CHECK-LABEL: func.func @two_rings
 // CHECK-NOT: tile.set_max_registers
 // CHECK-DAG: %[[FULL1:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64}
@@ -90,7 +91,12 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
 // CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 3072 : i64} : !tile.shared<2 x tensor<1xi64>>
 // CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 3088 : i64} : !tile.shared<2 x tensor<1xi64>>
 // CHECK-DAG: %[[HANDOVER:.*]] = tile.shared_alloc {tile.smem_offset = 3104 : i64} : !tile.shared<1 x tensor<1xi64>>
-// CHECK-DAG: tile.init_barriers %[[HANDOVER]] arrivals 4
+// CHECK: tile.init_barriers %[[EMPTY1]] arrivals 4
+// CHECK-NEXT: tile.init_barriers %[[FULL1]] arrivals 1
+// CHECK-NEXT: tile.init_barriers %[[EMPTY2]] arrivals 4
+// CHECK-NEXT: tile.init_barriers %[[HANDOVER]] arrivals 4
+// CHECK-NEXT: tile.init_barriers %[[FULL2]] arrivals 1
+// CHECK-NEXT: tile.in_producer_warps
 // CHECK: scf.if
 // CHECK: scf.for
 // CHECK: tile.wait_barrier %[[EMPTY1]]

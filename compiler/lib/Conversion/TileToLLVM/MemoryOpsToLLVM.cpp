@@ -579,8 +579,12 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
     Location loc = op.getLoc();
     onEachBarrier(rewriter, loc, adaptor.getBarriers(), op.getBarriers().getType(),
                   "mbarrier.init.shared::cta.b64 [$1], " + std::to_string(op.getArrivals()) + ";");
-    ptx(rewriter, loc, Type(), "fence.mbarrier_init.release.cluster;", "", {}, true);
-    NVVM::Barrier0Op::create(rewriter, loc);
+    // Rings initialized one after another (a warp-specialized kernel's, all at its start)
+    // share the last one's fence and CTA barrier.
+    if (!isa_and_present<InitBarriersOp>(op->getNextNode())) {
+      ptx(rewriter, loc, Type(), "fence.mbarrier_init.release.cluster;", "", {}, true);
+      NVVM::Barrier0Op::create(rewriter, loc);
+    }
     rewriter.eraseOp(op);
     return success();
   }
