@@ -836,6 +836,21 @@ void store(const Tile &ptr, const Tile &value, const Tile &mask) {
   t.make<tile::StoreOp>(op, p, v, m);
 }
 
+void bulk_add(const Tile &dst, const Tile &values, BulkOrder order) {
+  const char *op = "bulk_add";
+  Tracer &t = Tracer::current(op);
+  if (!isPointerTile(dst, op) || dst.rank() != 0 || dst.dtype() != DType::f32)
+    throw Error(err(op, "adds into an f32 pointer, got " + dst.str()));
+  if (values.is_literal() || values.rank() != 2 || values.dtype() != DType::f32)
+    throw Error(err(op, "adds a 2-D f32 tile, got " + values.str()));
+  if (values.shape()[0] * values.shape()[1] * 4 % 16)
+    throw Error(err(op, "adds a multiple of 16 bytes, got " + values.str()));
+  const bool swizzled = order == BulkOrder::swizzled;
+  if (swizzled && values.shape()[1] % 32)
+    throw Error(err(op, "swizzles rows of a multiple of 32 floats, got " + values.str()));
+  t.make<tile::BulkAddOp>(op, t.get(dst, op), t.get(values, op), swizzled);
+}
+
 Tile atomic_add(const Tile &ptr, const Tile &value, const Tile &mask, MemOrder order, MemScope scope) {
   return atomic("atomic_add", tile::AtomicKind::add, ptr, value, mask, order, scope);
 }

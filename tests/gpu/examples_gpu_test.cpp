@@ -268,6 +268,57 @@ TEST_F(GpuTest, AtomicHistogramSumMaxMin) {
   EXPECT_EQ(download<float>(total, 1)[0], 0.25f * n);
 }
 
+// Split-K through bulk adds: program (r, s) multiplies k-slice s of row blocks r, r + R, ... and
+// adds each 64 x 64 f32 product into C (row-major, so a row block is 64 * 64 consecutive
+// floats). Many programs add into each tile, and each program adds several tiles (its staging
+// buffer reused). With the copy engine (Hopper, default) and without (tma = 0, per-thread reds),
+// row-major and swizzled (SWIZZLED: element (i, j) of a tile at column j ^ 8 * (i % 4)).
+class BulkAdd : public GpuTest, public ::testing::WithParamInterface<Config> {};
+
+TEST_P(BulkAdd, SplitKSumsEveryProgramsTiles) {
+  const int64_t bm = 64, n = 64, bk = 32, splits = 6, row_programs = 3, tiles_each = 4;
+  const int M = int(bm * row_programs * tiles_each), K = int(bk * splits);
+  Kernel split_k = kernel("split_k_bulk_add", [](Ptr<f16> a, Ptr<f16> b, Ptr<f32> c, Int k, const Config &cfg) {
+    Tile cols = arange(0, n), ks = program_id(1) * bk + arange(0, bk);
+    Tile b_tile = load(b + expand_dims(ks, 1) * n + expand_dims(cols, 0));
+    for_range(program_id(0), row_programs * tiles_each, row_programs, {}, [&](Tile block) {
+      Tile rows = block * bm + arange(0, bm);
+      Tile a_tile = load(a + expand_dims(rows, 1) * k + expand_dims(ks, 0));
+      bulk_add(c + block.to<i64>() * (bm * n), dot(a_tile, b_tile, zeros({bm, n}, DType::f32)),
+               cfg.get("SWIZZLED", 0) ? BulkOrder::swizzled : BulkOrder::row_major);
+    });
+  });
+  auto a = random_floats(size_t(M) * K, 31), b = random_floats(size_t(K) * n, 32);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = from_half(a16[i] = to_half(a[i]));
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = from_half(b16[i] = to_half(b[i]));
+  std::vector<float> start = random_floats(size_t(M) * n, 33); // added to, not overwritten
+  auto da = upload(a16), db = upload(b16), dc = upload(start);
+  split_k.launch({uint32_t(row_programs), uint32_t(splits)}, GetParam(), da.data(), db.data(), dc.data(), K);
+  jit::synchronize();
+  auto got = download<float>(dc, size_t(M) * n);
+  const bool swizzled = GetParam().get("SWIZZLED", 0) != 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < n; ++j) {
+      const size_t at = size_t(i) * n + (swizzled ? j ^ (8 * (i % 4)) : j);
+      double want = start[at];
+      for (int kk = 0; kk < K; ++kk)
+        want += double(a[size_t(i) * K + kk]) * b[size_t(kk) * n + j];
+      ASSERT_NEAR(got[at], want, 1e-3 * (1 + std::abs(want))) << "at " << i << "," << j;
+    }
+}
+
+std::string bulkAddPath(const ::testing::TestParamInfo<Config> &info) {
+  const char *names[] = {"copy_engine", "eight_warps", "threads", "copy_engine_swizzled", "threads_swizzled"};
+  return names[info.index];
+}
+INSTANTIATE_TEST_SUITE_P(Paths, BulkAdd,
+                         ::testing::Values(Config{}, Config{{"num_warps", 8}}, Config{{"tma", 0}}, Config{{"SWIZZLED", 1}},
+                                           Config{{"tma", 0}, {"SWIZZLED", 1}}),
+                         bulkAddPath);
+
 // --- block pointers, trans, reshape, if_ ------------------------------------------------------
 
 TEST_F(GpuTest, BlockPointersTransReshapeAndBranches) {

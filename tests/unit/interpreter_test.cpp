@@ -147,6 +147,37 @@ TEST(Interpreter, AtomicsAccumulateAcrossProgramsAndReturnOldValues) {
   EXPECT_EQ(old.data[8 * 2 + 0], 2); // program 2 ran last: counter 0 held 0+0+1+1
 }
 
+TEST(Interpreter, BulkAddsSumEveryProgramsTileRowMajor) {
+  // Programs 0..2 add tiles [8, 4] of value pid + 1 (+ 0.5 in column 3) into block pid % 2.
+  Kernel k = kernel("bulk_add", [](Ptr<f32> out) {
+    Tile pid = program_id(0);
+    Tile cols = expand_dims(arange(0, 4), 0) + expand_dims(arange(0, 8), 1) * 0;
+    bulk_add(out + (pid % 2).to<i64>() * 32, (pid + 1).to<f32>() + (cols == 3).to<f32>() * 0.5);
+  });
+  Registered<float> out(std::vector<float>(64, 1.0f));
+  run(k, {}, {3}, {out.ptr()});
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(out.data[i], 1.0f + (i < 32 ? 1 + 3 : 2) + (i % 4 == 3 ? (i < 32 ? 1.0f : 0.5f) : 0.0f)) << i;
+  // Swizzled: element (i, j) at column j ^ 8 * (i % 4).
+  Kernel swizzled = kernel("bulk_add_swizzled", [](Ptr<f32> out) {
+    Tile rows = expand_dims(arange(0, 4), 1), cols = expand_dims(arange(0, 32), 0);
+    bulk_add(out, (rows * 32 + cols).to<f32>(), BulkOrder::swizzled);
+  });
+  Registered<float> grid(std::vector<float>(128, 0.0f));
+  run(swizzled, {}, {1}, {grid.ptr()});
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 32; ++j)
+      EXPECT_EQ(grid.data[i * 32 + (j ^ (8 * (i % 4)))], float(i * 32 + j)) << i << "," << j;
+  // The copy engine adds from 16-byte aligned addresses only.
+  Kernel skewed = kernel("bulk_add_skewed", [](Ptr<f32> out) { bulk_add(out + 1, zeros({8, 4}, DType::f32)); });
+  try {
+    run(skewed, {}, {1}, {out.ptr()});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("16-byte aligned"));
+  }
+}
+
 TEST(Interpreter, IntegerAndBitSemanticsMatchTheGpu) {
   // Signed division truncates toward zero, i32 arithmetic wraps, >> is arithmetic, bitcast
   // reinterprets IEEE bits (here: flipping the sign bit of f32 and of f16).

@@ -391,6 +391,20 @@ bool Program::runTileOp(Operation *op) {
       if (!store.getMask() || get(store.getMask()).ints[e])
         write(op, ptr.ints[e], element, e, value.floats.empty() ? 0 : value.floats[e],
               value.ints.empty() ? 0 : value.ints[e]);
+  } else if (auto add = dyn_cast<BulkAddOp>(op)) {
+    int64_t dst = get(add.getDst()).ints[0];
+    if (dst % 16)
+      fail(op, "adds at an address that is not 16-byte aligned (the bulk copy needs it)");
+    Tensor &values = get(add.getValues());
+    Type element = elementOf(add.getValues().getType());
+    const int64_t cols = cast<RankedTensorType>(add.getValues().getType()).getDimSize(1);
+    for (size_t e = 0; e < values.floats.size(); ++e) {
+      int64_t row = static_cast<int64_t>(e) / cols, col = static_cast<int64_t>(e) % cols;
+      if (add.getSwizzled())
+        col ^= 8 * (row % 4);
+      int64_t address = dst + (row * cols + col) * 4;
+      write(op, address, element, e, roundTo(readFloat(op, address, element, e) + values.floats[e], element), 0);
+    }
   } else if (auto atomic = dyn_cast<AtomicRMWOp>(op)) {
     Tensor &ptr = get(atomic.getPtr()), &value = get(atomic.getValue());
     Type element = elementOf(atomic.getType());

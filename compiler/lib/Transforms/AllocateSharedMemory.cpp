@@ -85,6 +85,13 @@ struct TileAllocateSharedMemoryPass
         alloc->setAttr("tile.smem_offset", b.getI64IntegerAttr(offset));
         rings = std::max(rings, offset + bytes);
       });
+      // Bulk adds' staging, one each, never reused (the copy engine reads it after the op).
+      func.walk([&](BulkAddOp add) {
+        if (int64_t bytes = bulkAddStagingBytes(add)) {
+          add->setAttr("tile.smem_offset", b.getI64IntegerAttr(rings));
+          rings += llvm::alignTo(bytes, 128);
+        }
+      });
       // Scratch lives only while its op runs: every op's starts right after the rings.
       int64_t scratch = 0;
       func.walk([&](Operation *op) {

@@ -246,7 +246,11 @@ private:
         if (!isa<DotOp>(op) || operand.getOperandNumber() == 2) // dot reads a and b from shared memory
           require(operand, layout);
     } else if (auto atomic = dyn_cast<AtomicRMWOp>(op)) {
+      // In the values' layout when it is costlier to leave (a dot's accumulator added into
+      // memory): the pointers are index math, rebuilt in any layout for free.
       Attribute layout = encodingOf(atomic.getPtr());
+      if (Attribute values = encodingOf(atomic.getValue()); values && strength(values) > strength(layout))
+        layout = values;
       setLayout(result, layout);
       requireAll(op, layout);
     } else {

@@ -50,6 +50,8 @@ public:
         target = atomic.getPtr();
       else if (auto store = dyn_cast<BlockStoreOp>(op))
         target = store.getPtr();
+      else if (auto add = dyn_cast<BulkAddOp>(op))
+        target = add.getDst();
       else
         return;
       Value root = pointerRoot(target);

@@ -175,6 +175,25 @@ struct SharedLoadInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
   }
 };
 
+/// convert(trans(convert(x))) into 16-bit tensor-core fragments -> trans(x) straight into
+/// them: x goes to shared memory once and ldmatrix.trans reads the fragments (a dot of a
+/// transposed accumulator, dQ = dS K from dS^T, takes one round trip instead of two).
+struct TransposeIntoDotOperand : OpRewritePattern<ConvertLayoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConvertLayoutOp op, PatternRewriter &rewriter) const override {
+    auto trans = op.getSrc().getDefiningOp<TransOp>();
+    if (!trans || trans.getType().getRank() != 2 || !trans->hasOneUse())
+      return failure();
+    Value src = trans.getSrc();
+    if (auto inner = src.getDefiningOp<ConvertLayoutOp>())
+      src = inner.getSrc();
+    if (!readsWithLdmatrix(op.getType(), cast<RankedTensorType>(src.getType())))
+      return failure();
+    rewriter.replaceOpWithNewOp<TransOp>(op, op.getType(), src, trans.getOrder());
+    return success();
+  }
+};
+
 /// A loop-carried tile that the body only ever converts to layout L, and that it yields as a
 /// conversion from L, is carried in L: the conversions move out of the loop (the accumulator
 /// of a matmul stays in its mma layout from the first iteration to the last).
@@ -225,7 +244,8 @@ struct TileRemoveLayoutConversionsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RebuildInTargetLayout, CarryInInnerLayout, SinkConversionThroughElementwise,
-                 StoreInValueLayout, SharedLoadInTargetLayout, ConvertBeforeBroadcast>(&getContext());
+                 StoreInValueLayout, SharedLoadInTargetLayout, ConvertBeforeBroadcast, TransposeIntoDotOperand>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -263,6 +263,8 @@ struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVect
           ptr = store.getPtr(), mask = store.getMask();
         else if (auto copy = dyn_cast<AsyncCopyOp>(op))
           ptr = copy.getPtr(), mask = copy.getMask();
+        else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
+          ptr = atomic.getPtr(), mask = atomic.getMask();
         else
           return;
         op->setAttr("tile.vector", b.getI32IntegerAttr(vectorWidth(analysis, ptr, mask)));

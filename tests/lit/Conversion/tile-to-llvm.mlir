@@ -270,6 +270,103 @@ func.func @replicated_atomics(%p: tensor<16x!tile.ptr<f32>, #b>, %v: tensor<16xf
 
 // -----
 
+#b = #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
+
+// An f32 reduction of 4 consecutive elements a thread (tile.vector) is one vector red (sm_90);
+// an atomic whose old values are read stays one element at a time.
+// CHECK-LABEL: llvm.func @vector_reduction
+// CHECK: "@$5 red.relaxed.gpu.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b"
+// CHECK-NOT: red.relaxed
+// CHECK-COUNT-4: atom.global.relaxed.gpu.add.f32
+// CHECK-NOT: red.relaxed
+func.func @vector_reduction(%p: tensor<128x!tile.ptr<f32>, #b>, %v: tensor<128xf32, #b>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %a = tile.atomic_rmw add, relaxed, gpu, %p, %v {tile.vector = 4 : i32} : tensor<128x!tile.ptr<f32>, #b>
+  %b = tile.atomic_rmw add, relaxed, gpu, %p, %v {tile.vector = 4 : i32} : tensor<128x!tile.ptr<f32>, #b>
+  tile.store %p, %b : tensor<128x!tile.ptr<f32>, #b>
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [1, 1]>
+
+// A transpose into tensor-core fragments: the tile goes to shared memory as it is, and
+// ldmatrix.trans reads the transposed A operand (16 x 64 of f16 a warp: 4 x4 loads) for the dot.
+// CHECK-LABEL: llvm.func @transpose_into_fragments
+// CHECK: llvm.store
+// CHECK: nvvm.barrier0
+// CHECK-COUNT-4: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// CHECK-NOT: ld.shared
+// CHECK: nvvm.barrier0
+// CHECK: mma.sync.aligned.m16n8k16
+func.func @transpose_into_fragments(%ds: tensor<64x16xf16, #mma>, %k: tensor<64x16xf16, #tile.dot_op<opIdx = 1, parent = #mma>>, %acc: tensor<16x16xf32, #mma>, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 2048 : i64} {
+  %a = tile.trans %ds {order = array<i32: 1, 0>, tile.smem_offset = 0 : i64} : tensor<64x16xf16, #mma> -> tensor<16x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>>
+  %d = tile.dot %a, %k, %acc : tensor<16x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<64x16xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<16x16xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<16x16x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<16x16x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// A bulk add with the copy engine (tile.tma): thread 0 waits until the engine has read the
+// staging buffer's last tile, everyone writes this one row-major (pairs of a thread's
+// consecutive floats), fences it for the async proxy, and thread 0 hands its 32 x 8 x 4 bytes
+// to one bulk reduction; the kernel returns once its bulk adds are done.
+// CHECK-LABEL: llvm.func @bulk_add_staged
+// CHECK: "@$0 cp.async.bulk.wait_group.read 0;"
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: llvm.store {{.*}} : vector<2xf32>, !llvm.ptr<3>
+// CHECK: "fence.proxy.async.shared::cta;"
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$1], [$2], 1024;
+// CHECK-SAME: @$0 cp.async.bulk.commit_group;
+// CHECK: "cp.async.bulk.wait_group 0;"
+// CHECK-NEXT: llvm.return
+func.func @bulk_add_staged(%p: !tile.ptr<f32>, %v: tensor<32x8xf32, #b>) attributes {tile.kernel, tile.tma, tile.num_warps = 4 : i32, tile.shared_memory = 1024 : i64} {
+  tile.bulk_add %p, %v {tile.smem_offset = 0 : i64} : !tile.ptr<f32>, tensor<32x8xf32, #b>
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// Swizzled, a pair of floats at (row, column) goes to row * 32 + (column ^ 8 * (row % 4)).
+// CHECK-LABEL: llvm.func @bulk_add_swizzled
+// CHECK: %[[PHASE:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: %[[COL:.*]] = llvm.xor %{{.*}}, %[[PHASE]] : i32
+// CHECK-NEXT: llvm.mlir.constant(32 : i32)
+// CHECK-NEXT: %[[START:.*]] = llvm.mul %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT: %[[INDEX:.*]] = llvm.add %[[START]], %[[COL]] : i32
+// CHECK-NEXT: llvm.getelementptr %{{.*}}[%[[INDEX]]]
+// CHECK: llvm.store {{.*}} : vector<2xf32>, !llvm.ptr<3>
+// CHECK: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$1], [$2], 4096;
+func.func @bulk_add_swizzled(%p: !tile.ptr<f32>, %v: tensor<32x32xf32, #b>) attributes {tile.kernel, tile.tma, tile.num_warps = 4 : i32, tile.shared_memory = 4096 : i64} {
+  tile.bulk_add %p, %v {swizzled, tile.smem_offset = 0 : i64} : !tile.ptr<f32>, tensor<32x32xf32, #b>
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// Without the copy engine, each thread reduces its elements at dst + row * 8 + column.
+// CHECK-LABEL: llvm.func @bulk_add_by_threads
+// CHECK-NOT: cp.reduce
+// CHECK-COUNT-2: "@$2 red.relaxed.gpu.global.add.f32 [$0], $1;"
+// CHECK-NOT: red.relaxed
+// CHECK-NOT: cp.async.bulk
+func.func @bulk_add_by_threads(%p: !tile.ptr<f32>, %v: tensor<32x8xf32, #b>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.shared_memory = 0 : i64} {
+  tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<32x8xf32, #b>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [8, 4], warpsPerCTA = [1, 1], order = [1, 0]>
 
 // A pipeline stage: 16-byte cp.async copies (zero-filling masked vectors), commit, wait + bar,

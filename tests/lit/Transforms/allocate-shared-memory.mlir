@@ -76,3 +76,33 @@ func.func @barrier_rings(%n: i32) {
   }
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+#row = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// A bulk add with the copy engine (tile.tma) keeps its staging (32 x 16 x 4 bytes) for the
+// whole kernel, after the rings: scratch starts past it, since the engine reads the staging
+// after the op has moved on. Without tile.tma it needs none.
+// CHECK-LABEL: func.func @bulk_add_staging
+// CHECK-SAME: tile.shared_memory = 2560 : i64
+// CHECK: tile.bulk_add {{.*}}tile.smem_offset = 0 : i64
+// CHECK: tile.convert_layout {{.*}}tile.smem_offset = 2048 : i64
+func.func @bulk_add_staging(%p: !tile.ptr<f32>, %v: tensor<32x16xf32, #b>, %y: tensor<128xf32, #tile.slice<dim = 1, parent = #b>>) attributes {tile.tma} {
+  tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<32x16xf32, #b>
+  %c = tile.convert_layout %y : tensor<128xf32, #tile.slice<dim = 1, parent = #b>> -> tensor<128xf32, #row>
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// CHECK-LABEL: func.func @bulk_add_by_threads
+// CHECK-SAME: tile.shared_memory = 0 : i64
+// CHECK-NOT: smem_offset
+func.func @bulk_add_by_threads(%p: !tile.ptr<f32>, %v: tensor<32x16xf32, #b>) {
+  tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<32x16xf32, #b>
+  return
+}

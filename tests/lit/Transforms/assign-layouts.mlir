@@ -103,6 +103,27 @@ func.func @warpgroup_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {ti
 
 // -----
 
+// A dot's accumulator added into memory with atomics (attention's dQ shares): the atomic takes
+// the accumulator's mma layout, costlier to leave than the pointers' (index math, rebuilt in
+// any layout), so the values stay where the dot put them.
+// CHECK-LABEL: func.func @atomic_add_of_a_dot
+// CHECK: %[[D:.*]] = tile.dot {{.*}} -> tensor<64x64xf32, #tile.mma<warpsPerCTA = [4, 1]>>
+// CHECK-NOT: tile.convert_layout %[[D]]
+// CHECK: tile.atomic_rmw add, relaxed, gpu, %{{.*}}, %[[D]] : tensor<64x64x!tile.ptr<f32>, #tile.mma<warpsPerCTA = [4, 1]>>
+func.func @atomic_add_of_a_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {tile.num_warps = 4 : i32, tile.warpgroup_mma} {
+  %as = tile.splat %a : !tile.ptr<bf16> -> tensor<64x32x!tile.ptr<bf16>>
+  %x = tile.load %as : tensor<64x32x!tile.ptr<bf16>>
+  %bs = tile.splat %a : !tile.ptr<bf16> -> tensor<32x64x!tile.ptr<bf16>>
+  %y = tile.load %bs : tensor<32x64x!tile.ptr<bf16>>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %d = tile.dot %x, %y, %zero : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+  %cs = tile.splat %c : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+  %old = tile.atomic_rmw add, relaxed, gpu, %cs, %d : tensor<64x64x!tile.ptr<f32>>
+  return
+}
+
+// -----
+
 // An attention-like chain: the first dot's accumulator feeds the second dot, so every warp
 // owns whole rows ([4, 1]); the row max stays in the slice of the mma layout; the running
 // accumulator and max are carried through the loop in the layouts the body yields them in

@@ -126,3 +126,24 @@ func.func @convert_before_broadcast(%s: tensor<64x64xf32, #mma>, %p: !tile.ptr<f
   %d = arith.subf %s, %m : tensor<64x64xf32, #mma>
   return %d : tensor<64x64xf32, #mma>
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+#wide = #tile.mma<warpsPerCTA = [1, 4]>
+#cols = #tile.blocked<sizePerThread = [8, 1], threadsPerWarp = [8, 4], warpsPerCTA = [1, 4], order = [0, 1]>
+#rows = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// The transpose of an f16 accumulator (dS^T) as a dot's A operand: one trans from the
+// accumulator straight into the fragments (stored once, read back by ldmatrix.trans), not two
+// conversions around a register transpose.
+// CHECK-LABEL: func.func @transpose_into_dot_operand
+// CHECK-NOT: tile.convert_layout
+// CHECK: tile.trans %{{.*}} {order = array<i32: 1, 0>} : tensor<64x32xf16, #tile.mma<warpsPerCTA = [4, 1]>> -> tensor<32x64xf16, #tile.dot_op<opIdx = 0, parent = #tile.mma<warpsPerCTA = [1, 4]>>>
+// CHECK-NOT: tile.convert_layout
+func.func @transpose_into_dot_operand(%ds: tensor<64x32xf16, #mma>) -> tensor<32x64xf16, #tile.dot_op<opIdx = 0, parent = #wide>> {
+  %c = tile.convert_layout %ds : tensor<64x32xf16, #mma> -> tensor<64x32xf16, #cols>
+  %t = tile.trans %c {order = array<i32: 1, 0>} : tensor<64x32xf16, #cols> -> tensor<32x64xf16, #rows>
+  %a = tile.convert_layout %t : tensor<32x64xf16, #rows> -> tensor<32x64xf16, #tile.dot_op<opIdx = 0, parent = #wide>>
+  return %a : tensor<32x64xf16, #tile.dot_op<opIdx = 0, parent = #wide>>
+}

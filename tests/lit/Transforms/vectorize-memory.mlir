@@ -7,6 +7,7 @@
 // CHECK-LABEL: func.func @vector_add
 // CHECK: tile.load {{.*}} {tile.vector = 4 : i32}
 // CHECK: tile.store {{.*}} {tile.vector = 4 : i32}
+// CHECK: tile.atomic_rmw {{.*}} {tile.vector = 4 : i32}
 func.func @vector_add(%x: !tile.ptr<f32> {tile.divisibility = 16 : i32}, %n: i32 {tile.divisibility = 16 : i32}) {
   %c1024 = arith.constant 1024 : i32
   %pid = tile.program_id x
@@ -20,6 +21,7 @@ func.func @vector_add(%x: !tile.ptr<f32> {tile.divisibility = 16 : i32}, %n: i32
   %p = tile.addptr %ps, %offs : tensor<1024x!tile.ptr<f32>, #b>, tensor<1024xi32, #b>
   %v = tile.load %p, %mask : tensor<1024x!tile.ptr<f32>, #b>
   tile.store %p, %v, %mask : tensor<1024x!tile.ptr<f32>, #b>
+  %old = tile.atomic_rmw add, relaxed, gpu, %p, %v, %mask : tensor<1024x!tile.ptr<f32>, #b>
   return
 }
 

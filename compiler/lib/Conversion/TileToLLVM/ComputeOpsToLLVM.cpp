@@ -13,11 +13,6 @@ namespace tessera::tile::lowering {
 
 namespace {
 
-int64_t smemOffset(Operation *op) {
-  auto attr = op->getAttrOfType<IntegerAttr>("tile.smem_offset");
-  return attr ? attr.getInt() : 0;
-}
-
 Type registerType(const TypeConverter *converter, Type tileType) {
   auto structType = cast<LLVM::LLVMStructType>(converter->convertType(tileType));
   return structType.getBody().front();
@@ -205,9 +200,10 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
                         src, element, /*swizzle=*/true);
       barrier(rewriter, loc);
       auto dstType = cast<RankedTensorType>(op.getType());
-      if (isa<ConvertLayoutOp>(op) && readsWithLdmatrix(dstType, srcType))
+      // Tensor-core fragments, of the tile or (a 2-D trans) of its transpose: ldmatrix.
+      if (isa<ConvertLayoutOp, TransOp>(op) && srcType.getRank() == 2 && readsWithLdmatrix(dstType, srcType))
         out = loadDotOperand(rewriter, loc, base, srcType, cast<DotOperandEncodingAttr>(dstType.getEncoding()), element,
-                             /*transposed=*/false);
+                             /*transposed=*/isa<TransOp>(op));
       else
         out = loadTileFromShared(rewriter, loc, base, resultInSource(op), element, /*swizzle=*/true);
       barrier(rewriter, loc);

@@ -326,14 +326,33 @@ struct AtomicRMWLowering : ConvertOpToLLVMPattern<AtomicRMWOp> {
     // An add whose old values nobody reads is a reduction (red): no reply from memory.
     bool reduction = op->use_empty() && op.getKind() == AtomicKind::add &&
                      (op.getSem() == MemSemantic::relaxed || op.getSem() == MemSemantic::release);
+    // f32 reductions of a thread's consecutive elements (tile.vector) as one vector red
+    // (sm_90: .v2/.v4.f32): a dot's accumulator added into memory moves pairs.
+    const int64_t width = reduction && bits == 32 && fl ? std::min<int64_t>(4, vectorAttr(op)) : 1;
     Values out;
-    for (size_t r = 0; r < ptrs.size(); ++r) {
+    for (size_t r = 0; r < ptrs.size(); r += width) {
       if (r & replicaBits) { // the same element as an earlier register: applied once
-        out.push_back(out[r & ~replicaBits]);
+        for (int64_t i = 0; i < width; ++i)
+          out.push_back(out[(r + i) & ~replicaBits]);
+        continue;
+      }
+      Value mask = LLVM::AndOp::create(rewriter, loc, masks.empty() ? always : masks[r], owner);
+      if (width > 1) {
+        SmallVector<Value> operands{ptrs[r]};
+        operands.append(values.begin() + r, values.begin() + r + width);
+        operands.push_back(mask);
+        std::string constraints = "l";
+        for (int64_t i = 0; i < width; ++i)
+          constraints += ",f";
+        ptx(rewriter, loc, Type(),
+            "@$" + std::to_string(width + 1) + " red." + stringifyMemSemantic(op.getSem()).str() + "." +
+                stringifyMemScope(op.getScope()).str() + ".global.add.v" + std::to_string(width) + ".f32 [$0], " +
+                operandList(1, width) + ";",
+            constraints + ",b", operands, true);
+        out.append(values.begin() + r, values.begin() + r + width); // unread
         continue;
       }
       Value word = toWord(rewriter, loc, values[r]);
-      Value mask = LLVM::AndOp::create(rewriter, loc, masks.empty() ? always : masks[r], owner);
       Value old;
       if (reduction) {
         ptx(rewriter, loc, Type(),
@@ -560,6 +579,63 @@ Value sharedAddress(OpBuilder &b, Location loc, Value ptr) {
   return LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
 }
 
+/// Where tile.bulk_add puts the element at `coord` (row, column), counted from dst.
+Value bulkAddIndex(OpBuilder &b, Location loc, BulkAddOp op, ArrayRef<Value> coord) {
+  auto shape = cast<RankedTensorType>(op.getValues().getType()).getShape();
+  if (!op.getSwizzled())
+    return linearIndex(b, loc, coord, shape);
+  // column ^ 8 * (row % 4)
+  Value phase = LLVM::ShlOp::create(b, loc, LLVM::AndOp::create(b, loc, coord[0], i32Constant(b, loc, 3)),
+                                    i32Constant(b, loc, 3));
+  Value col = LLVM::XOrOp::create(b, loc, coord[1], phase);
+  return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, coord[0], i32Constant(b, loc, shape[1])), col);
+}
+
+/// tile.bulk_add. With the copy engine: the tile goes to the op's staging buffer row-major (the
+/// order the add reads), then thread 0 hands it over, cp.reduce.async.bulk adding it in L2
+/// while the threads move on; the buffer is rewritten once the engine has read the last tile
+/// out of it (wait_group.read; by then long done), and the kernel ends only after its adds
+/// (prepareKernels). Without: each thread reduces its elements (red), replicas once.
+struct BulkAddLowering : ConvertOpToLLVMPattern<BulkAddOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(BulkAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = cast<RankedTensorType>(op.getValues().getType());
+    layout::LinearLayout layout = toLinearLayout(type.getEncoding(), type.getShape());
+    Values values = unpack(rewriter, loc, adaptor.getValues());
+    if (int64_t bytes = bulkAddStagingBytes(op)) {
+      Value leader = isThread(rewriter, loc, 0);
+      Value staging = sharedMemory(rewriter, loc, op, smemOffset(op));
+      ptx(rewriter, loc, Type(), "@$0 cp.async.bulk.wait_group.read 0;", "b", {leader}, true);
+      barrier(rewriter, loc);
+      storeTileToShared(rewriter, loc, staging, layout, values, rewriter.getF32Type(),
+                        [&](ArrayRef<Value> coord) { return bulkAddIndex(rewriter, loc, op, coord); });
+      // Every thread's writes, ordered before the copy engine's (async proxy) reads.
+      ptx(rewriter, loc, Type(), "fence.proxy.async.shared::cta;", "", {}, true);
+      barrier(rewriter, loc);
+      ptx(rewriter, loc, Type(),
+          "@$0 cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$1], [$2], " + std::to_string(bytes) +
+              ";\n\t@$0 cp.async.bulk.commit_group;",
+          "b,l,r", {leader, adaptor.getDst(), sharedAddress(rewriter, loc, staging)}, true);
+      rewriter.eraseOp(op);
+      return success();
+    }
+    auto [owner, replicaBits] = replicaOwner(rewriter, loc, type);
+    std::vector<Values> coords = registerCoordinates(rewriter, loc, layout);
+    for (size_t r = 0; r < values.size(); ++r) {
+      if (r & replicaBits)
+        continue;
+      Value index = bulkAddIndex(rewriter, loc, op, coords[r]);
+      Value ptr = LLVM::GEPOp::create(rewriter, loc, adaptor.getDst().getType(), rewriter.getF32Type(),
+                                      adaptor.getDst(), ValueRange{index});
+      ptx(rewriter, loc, Type(), "@$2 red.relaxed.gpu.global.add.f32 [$0], $1;", "l,f,b", {ptr, values[r], owner},
+          true);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// The first thread runs `instruction` (PTX whose $1 is the mbarrier's shared address) on the
 /// mbarrier of each stage of `barriers`.
 void onEachBarrier(OpBuilder &b, Location loc, Value barriers, SharedBufferType type, const std::string &instruction) {
@@ -716,7 +792,7 @@ struct SetMaxRegistersLowering : ConvertOpToLLVMPattern<SetMaxRegistersOp> {
 } // namespace
 
 void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, MakeBlockPtrLowering,
+  patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, BulkAddLowering, MakeBlockPtrLowering,
                AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
                AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering, InitBarriersLowering,
                InvalBarriersLowering, TmaLoadLowering, WaitBarrierLowering, ArriveBarrierLowering,

@@ -76,6 +76,14 @@ void prepareKernels(ModuleOp module) {
     func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegistersOf(func)));
     if (auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName))
       needsShared |= bytes.getInt() > 0;
+    // A program's shared memory may go to the next one once it returns: its bulk adds read
+    // their staging first.
+    if (func.walk([](BulkAddOp add) { return bulkAddStagingBytes(add) ? WalkResult::interrupt() : WalkResult::advance(); })
+            .wasInterrupted())
+      func.walk([&](func::ReturnOp ret) {
+        b.setInsertionPoint(ret);
+        ptx(b, ret.getLoc(), Type(), "cp.async.bulk.wait_group 0;", "", {}, true);
+      });
     // A tensor map is a 128-byte, 64-byte-aligned parameter the TMA reads in place
     // (__grid_constant__): its address is taken, yet it is not copied to local memory.
     for (unsigned i = 0; i < func.getNumArguments(); ++i)

@@ -107,6 +107,11 @@ Value sharedMemory(OpBuilder &b, Location loc, Operation *op, int64_t offset) {
   return LLVM::GEPOp::create(b, loc, ptr, b.getI8Type(), base, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
 }
 
+int64_t smemOffset(mlir::Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>("tile.smem_offset");
+  return attr ? attr.getInt() : 0;
+}
+
 void barrier(OpBuilder &b, Location loc) {
   mlir::Operation *at = b.getInsertionBlock()->getParentOp();
   if (producerWarpsOf(at) == 0) {
@@ -204,12 +209,19 @@ Value sharedIndex(OpBuilder &b, Location loc, ArrayRef<Value> coord, ArrayRef<in
 
 void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
                        ArrayRef<Value> registers, Type element, bool swizzle) {
+  storeTileToShared(b, loc, base, layout, registers, element, [&](ArrayRef<Value> coord) {
+    return sharedIndex(b, loc, coord, layout.shape(), storageBytes(storageType(element)), swizzle);
+  });
+}
+
+void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
+                       ArrayRef<Value> registers, Type element, function_ref<Value(ArrayRef<Value>)> indexOf) {
   std::vector<Values> coords = registerCoordinates(b, loc, layout);
   Type stored = storageType(element);
   int64_t bytes = storageBytes(stored);
   int64_t run = layout.contiguousRegisters(layout.rank() - 1, std::max<int64_t>(1, 16 / bytes));
   for (size_t r = 0; r < registers.size(); r += run) {
-    Value index = sharedIndex(b, loc, coords[r], layout.shape(), bytes, swizzle);
+    Value index = indexOf(coords[r]);
     Value ptr = LLVM::GEPOp::create(b, loc, base.getType(), stored, base, ValueRange{index});
     if (run == 1) {
       LLVM::StoreOp::create(b, loc, toStorage(b, loc, registers[r]), ptr);

@@ -58,6 +58,8 @@ Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
 
 /// The kernel's shared buffer at `offset` bytes (a `!llvm.ptr<3>`).
 Value sharedMemory(OpBuilder &b, Location loc, mlir::Operation *op, int64_t offset);
+/// Where tile-allocate-shared-memory put `op`'s scratch or staging (tile.smem_offset).
+int64_t smemOffset(mlir::Operation *op);
 /// A barrier of the threads that run tile code: the CTA's, or a warp-specialized kernel's
 /// consumer warps'.
 void barrier(OpBuilder &b, Location loc);
@@ -81,6 +83,10 @@ llvm::StringRef ptxConstraint(unsigned bits);
 /// distinct banks.
 void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
                        llvm::ArrayRef<Value> registers, Type element, bool swizzle = false);
+/// The same, each vector at the element index `indexOf` gives its first element's coordinates.
+void storeTileToShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &layout,
+                       llvm::ArrayRef<Value> registers, Type element,
+                       llvm::function_ref<Value(llvm::ArrayRef<Value>)> indexOf);
 /// The registers `view` describes (a layout over the stored tile's coordinates), read back from
 /// a tile stored by storeTileToShared with the same `swizzle`.
 Values loadTileFromShared(OpBuilder &b, Location loc, Value base, const layout::LinearLayout &view,

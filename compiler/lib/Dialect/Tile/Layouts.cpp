@@ -171,6 +171,15 @@ bool warpgroupMmaAllowed(Operation *op) {
   return func && func->hasAttr(kWarpgroupMmaAttrName);
 }
 
+bool tmaAllowed(Operation *op) {
+  auto func = kernelOf(op);
+  return func && func->hasAttr(kTmaAttrName);
+}
+
+int64_t bulkAddStagingBytes(BulkAddOp op) {
+  return tmaAllowed(op) ? cast<RankedTensorType>(op.getValues().getType()).getNumElements() * 4 : 0;
+}
+
 /// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
 /// tensor-core fragments: 16-bit elements, stored rows of at least 32 bytes (the swizzle's unit).
 bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {

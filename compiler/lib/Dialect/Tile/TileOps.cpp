@@ -562,6 +562,18 @@ LogicalResult BlockLoadOp::verify() {
   return verifyBoundaryCheck(*this, getBoundaryCheck(), block.getRank());
 }
 
+LogicalResult BulkAddOp::verify() {
+  auto type = cast<RankedTensorType>(getValues().getType());
+  if (!type.getElementType().isF32() || getDst().getType().getPointeeType() != type.getElementType())
+    return emitOpError() << "adds f32 tiles through an f32 pointer, got " << d(type) << " through "
+                         << d(getDst().getType());
+  if (type.getRank() != 2 || type.getNumElements() * 4 % 16)
+    return emitOpError() << "adds a 2-D tile of a multiple of 16 bytes, got " << d(type);
+  if (getSwizzled() && type.getDimSize(1) % 32)
+    return emitOpError() << "swizzles rows of a multiple of 32 floats, got " << d(type);
+  return success();
+}
+
 LogicalResult BlockStoreOp::verify() {
   auto block = getPtr().getType().getBlockType();
   if (!sameIgnoringLayout(getValue().getType(), block))

@@ -101,6 +101,15 @@ Tile atomic_xor(const Tile &ptr, const Tile &value, const Tile &mask = {},
 Tile atomic_xchg(const Tile &ptr, const Tile &value, const Tile &mask = {},
                  MemOrder order = MemOrder::acq_rel, MemScope scope = MemScope::gpu);
 
+/// Where bulk_add puts element (i, j) of an [M, N] tile: dst[i * N + j] (row_major), or
+/// dst[i * N + (j ^ 8 * (i % 4))] (swizzled, N a multiple of 32): each row's groups of 8 floats
+/// permuted so that a tensor-core accumulator is staged without shared-memory bank conflicts.
+enum class BulkOrder { row_major, swizzled };
+/// Adds the f32 tile `values` ([M, N]) to the M * N consecutive floats at `dst` (a pointer,
+/// 16-byte aligned) in `order`: a relaxed reduction like atomic_add's, as one bulk add of the
+/// copy engine on Hopper. For sums many programs add into (split-K, dQ of attention).
+void bulk_add(const Tile &dst, const Tile &values, BulkOrder order = BulkOrder::row_major);
+
 /// A pointer to the `block_shape` block at `offsets` of the tensor at `base` with `shape` and
 /// `strides` (in elements). `order` lists dimensions fastest-varying first (default:
 /// row-major, {rank-1, ..., 0}).

@@ -203,6 +203,30 @@ func.func @atomic_value(%p: tensor<128x!tile.ptr<f32>>, %v: tensor<128xf16>) {
 
 // -----
 
+func.func @bulk_add_f16(%p: !tile.ptr<f16>, %v: tensor<16x16xf16>) {
+  // expected-error @+1 {{adds f32 tiles through an f32 pointer, got f16[16x16] through ptr<f16>}}
+  tile.bulk_add %p, %v : !tile.ptr<f16>, tensor<16x16xf16>
+  return
+}
+
+// -----
+
+func.func @bulk_add_bytes(%p: !tile.ptr<f32>, %v: tensor<1x2xf32>) {
+  // expected-error @+1 {{adds a 2-D tile of a multiple of 16 bytes, got f32[1x2]}}
+  tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @bulk_add_swizzled_width(%p: !tile.ptr<f32>, %v: tensor<16x16xf32>) {
+  // expected-error @+1 {{swizzles rows of a multiple of 32 floats, got f32[16x16]}}
+  tile.bulk_add %p, %v {swizzled} : !tile.ptr<f32>, tensor<16x16xf32>
+  return
+}
+
+// -----
+
 func.func @atomic_kind(%p: !tile.ptr<f32>, %v: f32) {
   // expected-error @+1 {{unknown keyword 'mul'}}
   %o = tile.atomic_rmw mul, acq_rel, gpu, %p, %v : !tile.ptr<f32>

@@ -60,6 +60,9 @@ func.func @memory(%base: !tile.ptr<f32>, %n: i64, %m: tensor<128xi1>, %o: tensor
   %old = tile.atomic_rmw add, acq_rel, gpu, %p, %c, %m : tensor<128x!tile.ptr<f32>>
   // CHECK: tile.atomic_rmw max, relaxed, cta, %{{.*}}, %{{.*}} : tensor<128x!tile.ptr<f32>>
   %old2 = tile.atomic_rmw max, relaxed, cta, %p, %c : tensor<128x!tile.ptr<f32>>
+  %tile = tile.reshape %c : tensor<128xf32> -> tensor<4x32xf32>
+  // CHECK: tile.bulk_add %{{.*}}, %{{.*}} {swizzled} : !tile.ptr<f32>, tensor<4x32xf32>
+  tile.bulk_add %base, %tile {swizzled} : !tile.ptr<f32>, tensor<4x32xf32>
   %ips = tile.splat %ip : !tile.ptr<i32> -> tensor<128x!tile.ptr<i32>>
   %ipp = tile.addptr %ips, %r : tensor<128x!tile.ptr<i32>>, tensor<128xi32>
   // CHECK: tile.atomic_rmw xor, release, sys, %{{.*}}, %{{.*}} : tensor<128x!tile.ptr<i32>>

@@ -50,6 +50,12 @@ int entryRegistersOf(mlir::Operation *op);
 
 /// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
 bool warpgroupMmaAllowed(mlir::Operation *op);
+/// Whether the kernel containing `op` may use Hopper's copy engine (tile.tma): TMA loads,
+/// bulk adds from shared memory.
+bool tmaAllowed(mlir::Operation *op);
+/// Shared memory a tile.bulk_add stages its tile in for the copy engine (0 where it adds from
+/// registers). It stays the op's for the whole kernel: the engine reads it after the op.
+int64_t bulkAddStagingBytes(BulkAddOp op);
 
 /// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
 /// tensor-core fragments.

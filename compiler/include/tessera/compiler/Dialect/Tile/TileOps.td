@@ -190,6 +190,27 @@ def Tile_AtomicRMWOp : Tile_Op<"atomic_rmw", [MemoryEffects<[MemRead, MemWrite]>
   let hasVerifier = 1;
 }
 
+def Tile_BulkAddOp : Tile_Op<"bulk_add", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "add an f32 tile into as many consecutive floats in global memory, row-major";
+  let description = [{
+    Element (i, j) of the M x N `values` is added to `dst[i * N + j]`, a relaxed reduction of
+    GPU scope (the order of concurrent adds varies). `dst` must be 16-byte aligned. Where the
+    kernel may use the tensor memory accelerator (Hopper), the tile is staged in shared memory
+    and added by one bulk reduction of the copy engine (cp.reduce.async.bulk), which keeps the
+    adds off the SM's load/store path; elsewhere each thread reduces its elements.
+
+    With `swizzled` (N a multiple of 32), element (i, j) goes to `dst[i * N + (j ^ 8 * (i % 4))]`
+    instead: each row's groups of 8 floats permuted by the row, so that the threads of a
+    tensor-core accumulator (8 rows of 8 floats a warp) write the staging without bank
+    conflicts. Whoever reads the sums applies the same permutation.
+
+    Example: `tile.bulk_add %dq, %tile {swizzled} : !tile.ptr<f32>, tensor<64x128xf32>`
+  }];
+  let arguments = (ins Tile_PointerType:$dst, Tile_Tile:$values, UnitAttr:$swizzled);
+  let assemblyFormat = "$dst `,` $values attr-dict `:` qualified(type($dst)) `,` type($values)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Block pointers (2-D tiles of strided tensors; the TMA path)
 //===----------------------------------------------------------------------===//
