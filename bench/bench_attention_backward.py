@@ -3,7 +3,7 @@ flash and cuDNN backends and FlexAttention (torch.compile), in the same run, sam
 bench_attention (batch*N = 16k, heads = 2048/D), D 64 and 128, causal and not. Each time is
 the backward alone (the forward's outputs kept), median of 30 after warm-up. JSON lines to
 argv[1]; an argument "noflex" skips FlexAttention, arguments D:N (e.g. 128:8192) keep only those
-shapes.
+shapes; tessera_atomic_dq is tessera's backward with deterministic=False (dQ added in the dK/dV pass).
     PYTHONPATH=<build>/python:bench python3 bench/bench_attention_backward.py OUT"""
 import json
 import sys
@@ -44,8 +44,11 @@ def main():
                 flops = 2.5 * 4 * b * h * n * n * d * (0.5 if causal else 1.0)
                 row = {"bench": "attention_backward", "gpu": gpu, "dtype": "f16", "batch": b, "heads": h, "n": n,
                        "d": d, "causal": causal}
-                times = {"tessera": median_ms(lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal),
-                                              warmup=5, runs=30)}
+                times = {}
+                for name, deterministic in (("tessera", True), ("tessera_atomic_dq", False)):
+                    times[name] = median_ms(lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal,
+                                                                               deterministic=deterministic),
+                                            warmup=5, runs=30)
                 for name, attention in peers.items():
                     try:
                         times[name] = median_ms(peer_backward(attention, q, k, v, dout, causal), warmup=5, runs=30)

@@ -134,40 +134,36 @@ const dsl::Kernel &forwardKernel(dsl::DType dtype) {
 }
 
 /// The backward kernels of a dtype: delta, dK/dV, dQ; made once.
-const std::array<dsl::Kernel, 3> &backwardKernels(dsl::DType dtype) {
+const std::array<dsl::Kernel, 4> &backwardKernels(dsl::DType dtype) {
   static std::mutex mutex;
-  static std::optional<std::array<dsl::Kernel, 3>> kernels[2];
+  static std::optional<std::array<dsl::Kernel, 4>> kernels[2];
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = kernels[dtype == dsl::DType::bf16];
   if (!slot)
-    slot = std::array<dsl::Kernel, 3>{detail::attention_backward_delta_kernel(dtype),
-                                      detail::attention_backward_dkdv_kernel(dtype),
-                                      detail::attention_backward_dq_kernel(dtype)};
+    slot = std::array<dsl::Kernel, 4>{
+        detail::attention_backward_delta_kernel(dtype), detail::attention_backward_dkdv_kernel(dtype),
+        detail::attention_backward_dq_kernel(dtype), detail::attention_backward_dq_convert_kernel(dtype)};
   return *slot;
 }
 
-/// The autotuned attention kernels.
-enum class Tuned { forward, keys_values, queries };
-
-/// The tuner of one kernel variant (kernel, dtype, padded head dim, causality), made once.
-jit::Autotuner &tunerFor(Tuned which, dsl::DType dtype, int64_t padded, bool causal) {
+/// The tuner of one kernel variant (the forward, or a backward pass; dtype, padded head dim,
+/// causality), made once.
+jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int64_t padded, bool causal) {
   static std::mutex mutex;
-  static std::map<std::tuple<Tuned, dsl::DType, int64_t, bool>, std::unique_ptr<jit::Autotuner>> tuners;
+  static std::map<std::tuple<std::optional<BackwardPass>, dsl::DType, int64_t, bool>, std::unique_ptr<jit::Autotuner>>
+      tuners;
   std::lock_guard<std::mutex> lock(mutex);
-  auto &slot = tuners[{which, dtype, padded, causal}];
+  auto &slot = tuners[{pass, dtype, padded, causal}];
   if (!slot) {
     // Where n_q and n_kv are among the arguments.
-    const size_t n_q = which == Tuned::forward ? 5 : which == Tuned::keys_values ? 8 : 7;
+    const size_t n_q = !pass ? 5 : pass == BackwardPass::queries ? 7 : 8;
     jit::Autotuner::Options options;
     options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) { return lengthsKey(args, n_q); };
-    if (which == Tuned::forward)
+    if (!pass)
       slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
     else
-      slot = std::make_unique<jit::Autotuner>(
-          backwardKernels(dtype)[which == Tuned::keys_values ? 1 : 2],
-          attention_backward_configs(padded, causal,
-                                     which == Tuned::keys_values ? BackwardPass::keys_values : BackwardPass::queries),
-          options);
+      slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[*pass == BackwardPass::queries ? 2 : 1],
+                                              attention_backward_configs(padded, causal, *pass), options);
   }
   return *slot;
 }
@@ -257,6 +253,17 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
 
 std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causal, BackwardPass pass) {
   int64_t padded = paddedHeadDim(head_dim);
+  // dK/dV adding dQ (ATOMIC_DQ): its configs, where the dQ tile (BLOCK_M x d f32) staged in
+  // shared memory beside the rings fits (at d = 256, blocks of up to 32 rows).
+  if (pass == BackwardPass::keys_values_adding_dq) {
+    std::vector<dsl::Config> configs;
+    for (dsl::Config config : attention_backward_configs(head_dim, causal, BackwardPass::keys_values))
+      if (config["BLOCK_M"] * padded <= 32 * 256) {
+        config.set("ATOMIC_DQ", 1);
+        configs.push_back(config);
+      }
+    return configs;
+  }
   // (BLOCK_M, BLOCK_N, warps, stages, K/V or Q/dO in shared memory). The chained dots keep
   // each warp on 16 whole rows of the program's block (keys for dK/dV, queries for dQ) with
   // two f32 accumulators of those rows x d; the other block (BLOCK_M query rows per step of
@@ -390,8 +397,13 @@ std::vector<ShippedKernel> shipped_kernels() {
         for (size_t i = 0; i < configs.size(); ++i)
           kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
         const auto &backward = backwardKernels(dtype);
-        if (!causal)
+        if (!causal) {
           kernels.push_back({backward[0], deltaConfig(padded), variant});
+          kernels.push_back({backward[3], deltaConfig(padded), variant});
+        }
+        kernels.push_back({backward[1],
+                           attention_backward_configs(padded, causal, BackwardPass::keys_values_adding_dq).front(),
+                           variant + ".atomic_dq"});
         for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries}) {
           std::vector<dsl::Config> passConfigs = attention_backward_configs(padded, causal, pass);
           for (size_t i = 0; i < passConfigs.size(); ++i)
@@ -509,7 +521,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   const jit::GridFn grid = blockGrid(n_q, "BLOCK_M", batch * heads_q);
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
-                                                : tunerFor(Tuned::forward, q.dtype, padded, options.causal).config_for(grid, args);
+                                                : tunerFor(std::nullopt, q.dtype, padded, options.causal).config_for(grid, args);
   // Block pointers pay where the TMA copies them: on Hopper, K and V and their strides 16-byte
   // aligned (as the compiler's specialization sees them: addresses, strides in multiples of 16).
   if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v}))
@@ -548,14 +560,19 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
   return p;
 }
 
-/// delta = rowsum(dO * O) per query row, into a stream-ordered workspace.
-jit::DeviceBuffer launchDelta(const Problem &p, const TensorView &o, const TensorView &dout, void *stream) {
+/// delta = rowsum(dO * O) per query row, into a stream-ordered workspace; where given, the
+/// dQ workspace's rows (detail::kDqAccumRows) zeroed too.
+jit::DeviceBuffer launchDelta(const Problem &p, const TensorView &o, const TensorView &dout, void *stream,
+                              void *dqAccum = nullptr) {
   jit::DeviceBuffer delta(std::max<int64_t>(4, p.batch * p.heads_q * p.n_q * 4), stream);
-  const dsl::Config config = deltaConfig(paddedHeadDim(p.head_dim));
+  dsl::Config config = deltaConfig(paddedHeadDim(p.head_dim));
+  if (dqAccum)
+    config.set("ZERO_DQ_ACCUM", 1);
   if (p.n_q > 0)
-    backwardKernels(o.dtype)[0].launch_on(
-        stream, blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q)(config), config, o.data, dout.data, delta.data(), p.n_q, p.heads_q, p.head_dim, o.stride(0), o.stride(1), o.stride(2),
-        dout.stride(0), dout.stride(1), dout.stride(2));
+    backwardKernels(o.dtype)[0].launch_on(stream, blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q)(config), config,
+                                          o.data, dout.data, delta.data(), dqAccum, p.n_q, p.heads_q, p.head_dim,
+                                          o.stride(0), o.stride(1), o.stride(2), dout.stride(0), dout.stride(1),
+                                          dout.stride(2));
   return delta;
 }
 
@@ -577,18 +594,24 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
 
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
   const auto &kernels = backwardKernels(q.dtype);
-  jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
+  // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass.
+  const bool atomicDq = !options.deterministic && dq.numel() > 0;
+  jit::DeviceBuffer dqAccum;
+  if (atomicDq)
+    dqAccum = jit::DeviceBuffer(p.batch * p.heads_q * detail::dqAccumRowsOf(p.n_q) * padded * 4, stream);
+  jit::DeviceBuffer delta = launchDelta(p, o, dout, stream, atomicDq ? dqAccum.data() : nullptr);
   // Each pass with its given, default (untuned, interpreted) or tuned config.
-  auto launch = [&](Tuned which, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
+  auto launch = [&](BackwardPass pass, const std::optional<dsl::Config> &given, const dsl::Kernel &kernel,
                     std::vector<dsl::LaunchArg> args, int64_t rows, const char *block, int64_t programsPerRow) {
     const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
-    BackwardPass pass = which == Tuned::keys_values ? BackwardPass::keys_values : BackwardPass::queries;
+    const bool keysValues = pass != BackwardPass::queries;
     dsl::Config config = given                    ? *given
                          : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
-                                                  : tunerFor(which, q.dtype, padded, options.causal).config_for(grid, args);
+                                                  : tunerFor(pass, q.dtype, padded, options.causal).config_for(grid, args);
+    if (pass == BackwardPass::keys_values_adding_dq)
+      config.set("ATOMIC_DQ", 1); // a given keys_values_config too
     // As in attention_forward: block pointers where the TMA copies them (dK/dV's are Q and dO).
-    if (config.get("BLOCK_POINTERS", 0) &&
-        !(which == Tuned::keys_values ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
+    if (config.get("BLOCK_POINTERS", 0) && !(keysValues ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
       config.set("BLOCK_POINTERS", 0);
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
@@ -601,14 +624,20 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
     return head;
   };
   if (dk.numel() > 0)
-    launch(Tuned::keys_values, options.keys_values_config, kernels[1],
+    launch(atomicDq ? BackwardPass::keys_values_adding_dq : BackwardPass::keys_values, options.keys_values_config,
+           kernels[1],
            withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q, p.n_kv,
                         p.heads_q, group, p.head_dim},
                        {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale,
-                        p.batch}),
+                        p.batch, dqAccum.data()}),
            p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
-  if (dq.numel() > 0)
-    launch(Tuned::queries, options.queries_config, kernels[2],
+  if (atomicDq) {
+    const dsl::Config config = deltaConfig(padded);
+    if (p.n_q > 0)
+      kernels[3].launch_on(stream, blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q)(config), config, dqAccum.data(),
+                           dq.data, p.n_q, p.heads_q, p.head_dim, dq.stride(0), dq.stride(1), dq.stride(2), scale);
+  } else if (dq.numel() > 0)
+    launch(BackwardPass::queries, options.queries_config, kernels[2],
            withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, p.n_q, p.n_kv, p.heads_q,
                         group, p.head_dim},
                        {dq.stride(0), dq.stride(1), dq.stride(2), scale, p.batch, p.heads_kv}),

@@ -11,36 +11,85 @@ using namespace tessera::dsl;
 
 constexpr double kLog2e = OnlineSoftmax::log2e;
 
-/// delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] in f32: the row term of dS.
+/// Query head `batch_head`'s first row of the dQ workspace (see kDqAccumRows), rows of d floats.
+Tile dqAccumHead(const Tile &dq_accum, const Tile &batch_head, const Tile &n_q, int64_t d) {
+  Tile rows = (n_q + (kDqAccumRows - 1)) / kDqAccumRows * kDqAccumRows;
+  return dq_accum + batch_head.to<i64>() * rows.to<i64>() * d;
+}
+
+/// The order the dK/dV pass adds dQ tiles into the workspace in: swizzled (conflict-free
+/// staging of its accumulator) where rows are whole groups of 32 floats.
+BulkOrder dqAccumOrder(int64_t d) { return d % 32 == 0 ? BulkOrder::swizzled : BulkOrder::row_major; }
+
+/// Pointers to rows `rows` x columns `dims` of query head `batch_head`'s dQ sums, in the
+/// workspace's order.
+Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows, const Tile &dims, const Tile &n_q,
+                 int64_t d) {
+  Tile columns = expand_dims(dims, 0);
+  if (dqAccumOrder(d) == BulkOrder::swizzled)
+    columns = columns ^ expand_dims(rows % 4 * 8, 1);
+  return dqAccumHead(dq_accum, batch_head, n_q, d) + expand_dims(rows, 1) * d + columns;
+}
+
+/// A program of the row-wise passes (delta, dQ's conversion): BLOCK_M rows of one query head,
+/// grid (cdiv(n_q, BLOCK_M), batch * heads_q).
+struct RowBlock {
+  Tile batch_head, batch, head, rows, dims, ok;
+};
+RowBlock rowBlock(const Config &cfg, const Tile &n_q, const Tile &heads_q, const Tile &head_dim) {
+  RowBlock block;
+  block.batch_head = program_id(1);
+  block.batch = (block.batch_head / heads_q).to<i64>();
+  block.head = (block.batch_head % heads_q).to<i64>();
+  block.rows = program_id(0) * cfg["BLOCK_M"] + arange(0, cfg["BLOCK_M"]);
+  block.dims = arange(0, cfg["HEAD_DIM"]);
+  block.ok = expand_dims(block.rows, 1) < n_q && expand_dims(block.dims, 0) < head_dim;
+  return block;
+}
+
+/// delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] in f32: the row term of dS. With
+/// ZERO_DQ_ACCUM, also zeroes those rows of the dQ workspace (stream-ordered before dK/dV).
 template <typename T> Kernel preprocess() {
-  return kernel("attention_bwd_delta", [](Ptr<T> o, Ptr<T> dout, Ptr<f32> delta, Int n_q, Int heads_q, Int head_dim,
-                                          Long o_sb, Long o_sn, Long o_sh, Long do_sb, Long do_sn, Long do_sh,
-                                          const Config &cfg) {
-    const int64_t bm = cfg["BLOCK_M"], d = cfg["HEAD_DIM"];
-    Tile batch_head = program_id(1);
-    Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
-    Tile rows = program_id(0) * bm + arange(0, bm);
-    Tile dims = arange(0, d);
-    Tile ok = expand_dims(rows, 1) < n_q && expand_dims(dims, 0) < head_dim;
+  return kernel("attention_bwd_delta", [](Ptr<T> o, Ptr<T> dout, Ptr<f32> delta, Ptr<f32> dq_accum, Int n_q,
+                                          Int heads_q, Int head_dim, Long o_sb, Long o_sn, Long o_sh, Long do_sb,
+                                          Long do_sn, Long do_sh, const Config &cfg) {
+    const auto [batch_head, batch, head, rows, dims, ok] = rowBlock(cfg, n_q, heads_q, head_dim);
     Tile o_tile = loadRows(o + batch * o_sb + head * o_sh, rows, o_sn, dims, ok);
     Tile do_tile = loadRows(dout + batch * do_sb + head * do_sh, rows, do_sn, dims, ok);
     store(delta + batch_head.to<i64>() * n_q + rows, sum(o_tile.to<f32>() * do_tile.to<f32>(), 1), rows < n_q);
+    if (cfg.get("ZERO_DQ_ACCUM", 0)) // every column: a swizzled row spreads the first head_dim
+      store(rowPointers(dqAccumHead(dq_accum, batch_head, n_q, cfg["HEAD_DIM"]), rows, cfg["HEAD_DIM"], dims),
+            zeros({cfg["BLOCK_M"], cfg["HEAD_DIM"]}, DType::f32), expand_dims(rows, 1) < n_q);
+  });
+}
+
+/// dQ = scale * the workspace's sums, in q's dtype: the non-deterministic backward's last step.
+template <typename T> Kernel dqFromAccum() {
+  return kernel("attention_bwd_dq_convert", [](Ptr<f32> dq_accum, Ptr<T> dq, Int n_q, Int heads_q, Int head_dim,
+                                               Long dq_sb, Long dq_sn, Long dq_sh, Float scale, const Config &cfg) {
+    const auto [batch_head, batch, head, rows, dims, ok] = rowBlock(cfg, n_q, heads_q, head_dim);
+    Tile sums = load(dqAccumSums(dq_accum, batch_head, rows, dims, n_q, cfg["HEAD_DIM"]), ok, 0);
+    store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims), (sums * scale).to(T::dtype), ok);
   });
 }
 
 /// dK and dV of one key block of one KV head: the query blocks of every query head of its
 /// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
 /// With BLOCK_POINTERS, Q and dO are read through block pointers (on Hopper the TMA's copies).
+/// With ATOMIC_DQ, also each query block's share of dQ (dS K, unscaled), added into the f32
+/// workspace dq_accum: one pass over the scores instead of two, but the order of the
+/// additions varies from run to run (not bitwise repeatable).
 template <typename T> Kernel keysAndValues() {
   return kernel("attention_bwd_dkdv", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                          Ptr<T> dk, Ptr<T> dv, Int n_q, Int n_kv, Int heads_q, Int group,
                                          Int head_dim, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn,
                                          Long k_sh, Long v_sb, Long v_sn, Long v_sh, Long do_sb, Long do_sn,
                                          Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
-                                         Long dv_sh, Float scale, Int batches, const Config &cfg) {
+                                         Long dv_sh, Float scale, Int batches, Ptr<f32> dq_accum, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
+    const bool atomic_dq = cfg.get("ATOMIC_DQ", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_kv).to<i64>(), kv_head = (batch_head % heads_kv).to<i64>();
@@ -85,7 +134,11 @@ template <typename T> Kernel keysAndValues() {
         visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
-      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
+      Tile ds_t = accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc,
+                                       dv_acc);
+      if (atomic_dq) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
+        bulk_add(dqAccumHead(dq_accum, batch.to<i32>() * heads_q + head.to<i32>(), n_q, d) + start.to<i64>() * d,
+                 dot(trans(ds_t), k_tile), dqAccumOrder(d));
       Tile next = start + bm, wrap = next >= n_q;
       start = where(wrap, m_begin, next);
       member = where(wrap, member + 1, member);
@@ -158,5 +211,8 @@ Kernel attention_backward_dkdv_kernel(DType dtype) {
   return dtype == DType::bf16 ? keysAndValues<bf16>() : keysAndValues<f16>();
 }
 Kernel attention_backward_dq_kernel(DType dtype) { return dtype == DType::bf16 ? queries<bf16>() : queries<f16>(); }
+Kernel attention_backward_dq_convert_kernel(DType dtype) {
+  return dtype == DType::bf16 ? dqFromAccum<bf16>() : dqFromAccum<f16>();
+}
 
 } // namespace tessera::kernels::detail

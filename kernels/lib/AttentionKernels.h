@@ -34,6 +34,13 @@ dsl::Kernel block_sparse_forward_kernel(dsl::DType dtype, const Modifiers &modif
 dsl::Kernel attention_backward_delta_kernel(dsl::DType dtype);
 dsl::Kernel attention_backward_dkdv_kernel(dsl::DType dtype);
 dsl::Kernel attention_backward_dq_kernel(dsl::DType dtype);
+/// The non-deterministic backward's dQ workspace, dq_accum: f32 [batch * heads_q, n_q rounded
+/// up to kDqAccumRows, HEAD_DIM] contiguous, so that the dK/dV pass adds whole query blocks
+/// (bulk_add) of any BLOCK_M; rows past n_q and columns past head_dim are never read.
+inline constexpr int64_t kDqAccumRows = 128;
+inline int64_t dqAccumRowsOf(int64_t n_q) { return (n_q + kDqAccumRows - 1) / kDqAccumRows * kDqAccumRows; }
+/// Its last step: dq = scale * dq_accum in q's dtype; grid as the delta pass's.
+dsl::Kernel attention_backward_dq_convert_kernel(dsl::DType dtype);
 
 /// Block-sparse backward, deterministic: dK/dV per key block over the query blocks the
 /// transposed mask lists (the GQA group in order), dQ per query block over its listed key
@@ -84,10 +91,11 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
 /// saved LSE in log2 units; `visible` [keys, queries] (transposed) or [queries, keys] drops
 /// out-of-bounds and masked pairs. One query block's share of a key block's dV and dK (without
-/// the final scale).
-inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
-                                 const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
-                                 const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc) {
+/// the final scale). Returns dS^T in q's dtype (dQ's share is dS K).
+inline dsl::Tile accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q,
+                                      const dsl::Tile &dout, const dsl::Tile &row_lse, const dsl::Tile &row_delta,
+                                      const dsl::Tile &visible, const ScoreTransform &score, dsl::Tile &dk_acc,
+                                      dsl::Tile &dv_acc) {
   using namespace tessera::dsl;
   // Both products of the block first: on Hopper (async wgmma) P^T is computed while dP^T runs,
   // and dS^T while dV's product runs.
@@ -98,7 +106,9 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
   Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
   if (score.slope)
     ds_t = ds_t * score.slope(s_t);
-  dk_acc = dot(ds_t.to(q.dtype()), q, dk_acc);
+  Tile ds_t16 = ds_t.to(q.dtype());
+  dk_acc = dot(ds_t16, q, dk_acc);
+  return ds_t16;
 }
 
 /// One key block's share of a query block's dQ (without the final scale).

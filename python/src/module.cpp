@@ -133,17 +133,20 @@ PYBIND11_MODULE(_tessera, m) {
   m.def(
       "attention_backward",
       [](py::tuple q, py::tuple k, py::tuple v, py::tuple o, py::tuple lse, py::tuple dout, py::tuple dq,
-         py::tuple dk, py::tuple dv, bool causal, std::optional<double> scale, uintptr_t stream) {
+         py::tuple dk, py::tuple dv, bool causal, std::optional<double> scale, uintptr_t stream, bool deterministic) {
         std::vector<kernels::TensorView> views{viewOf(q),  viewOf(k),    viewOf(v),  viewOf(o), viewOf(lse),
                                                viewOf(dout), viewOf(dq), viewOf(dk), viewOf(dv)};
         HostMemory host(views);
+        kernels::AttentionOptions options = optionsOf(causal, scale);
+        options.deterministic = deterministic;
         py::gil_scoped_release release;
         kernels::attention_backward(views[0], views[1], views[2], views[3], views[4], views[5], views[6], views[7],
-                                    views[8], optionsOf(causal, scale), reinterpret_cast<void *>(stream));
+                                    views[8], options, reinterpret_cast<void *>(stream));
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("dout"), py::arg("dq"),
       py::arg("dk"), py::arg("dv"), py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("stream") = 0,
-      "Fills dq, dk, dv (deterministic)");
+      py::arg("deterministic") = true,
+      "Fills dq, dk, dv (bitwise repeatable unless deterministic=False: dQ added in the dK/dV pass)");
 
   py::class_<PyBlockMask>(m, "BlockMask", "block_mask_* builders make these")
       .def_property_readonly("batch", [](const PyBlockMask &b) { return b.mask.batch(); })

@@ -172,8 +172,10 @@ def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
     return o, lse
 
 
-def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd"):
-    """dq, dk, dv of attention_forward for the output gradient dout (deterministic)."""
+def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd", deterministic=True):
+    """dq, dk, dv of attention_forward for the output gradient dout. deterministic=False adds
+    dq up in the dk/dv pass (one pass over the scores instead of two; dq's rounding
+    may then vary from run to run)."""
     _check_layout(layout)
     q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
                              ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
@@ -182,7 +184,7 @@ def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="
     named = ((q, "q"), (k, "k"), (v, "v"), (o, "o"))
     _tessera.attention_backward(*(_descriptor(x, n, layout) for x, n in named), _descriptor(lse, "lse"),
                                 *(_descriptor(x, n, layout) for x, n in ((dout, "dout"), (dq, "dq"), (dk, "dk"), (dv, "dv"))),
-                                causal, scale, _stream(q))
+                                causal, scale, _stream(q), deterministic)
     return dq, dk, dv
 
 
@@ -275,9 +277,11 @@ def block_sparse_attention_backward(q, k, v, o, lse, dout, block_mask, scale=Non
     return dq, dk, dv
 
 
-def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=False, layout="bshd"):
+def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=False, layout="bshd",
+               deterministic=True):
     """Attention on torch tensors with autograd through tessera's backward kernels; a torch
     custom op (tessera::flash_attn) with a fake implementation, so torch.compile traces it.
+    deterministic=False: the backward adds dq up in the dk/dv pass (see attention_backward).
     With a BlockMask (causal must then be False: the mask decides), block-sparse attention with
     autograd (a torch.autograd.Function: torch.compile breaks the graph around it)."""
     _check_layout(layout)
@@ -294,7 +298,7 @@ def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=Fa
             raise ValueError("tessera: flash_attn with a block_mask takes causal=False (the mask decides)")
         o, lse = _torch_ops.BlockSparse.apply(q, k, v, block_mask, scale)
     else:
-        o, lse = _torch_ops.flash_attn(q, k, v, causal, scale)
+        o, lse = _torch_ops.flash_attn(q, k, v, causal, scale, deterministic)
     if layout == "bhsd":
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o

@@ -8,7 +8,7 @@ from . import _descriptor, _stream, _tessera, block_sparse_attention, block_spar
 
 @torch.library.custom_op("tessera::flash_attn_fwd", mutates_args=())
 def flash_attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                   scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                   scale: float, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
     o = torch.empty_like(q)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
     _tessera.attention_forward(_descriptor(q, "q"), _descriptor(k, "k"), _descriptor(v, "v"), _descriptor(o, "o"),
@@ -17,47 +17,48 @@ def flash_attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
 
 
 @flash_attn_fwd.register_fake
-def _(q, k, v, causal, scale):
+def _(q, k, v, causal, scale, deterministic):
     return torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
 
 
 @torch.library.custom_op("tessera::flash_attn_bwd", mutates_args=())
 def flash_attn_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
-                   dout: torch.Tensor, causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   dout: torch.Tensor, causal: bool, scale: float,
+                   deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     _tessera.attention_backward(*(_descriptor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"),
                                                                    (lse, "lse"), (dout, "dout"), (dq, "dq"),
                                                                    (dk, "dk"), (dv, "dv"))),
-                                causal, scale, _stream(q))
+                                causal, scale, _stream(q), deterministic)
     return dq, dk, dv
 
 
 @flash_attn_bwd.register_fake
-def _(q, k, v, o, lse, dout, causal, scale):
+def _(q, k, v, o, lse, dout, causal, scale, deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale = inputs
+    q, k, v, causal, scale, deterministic = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.mark_non_differentiable(lse)  # no gradient flows through the LSE (as in FlashAttention)
-    ctx.causal, ctx.scale = causal, scale
+    ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
 
 
 def _backward(ctx, dout, dlse):
     q, k, v, o, lse = ctx.saved_tensors
     # The kernels need a dense last dimension; autograd may hand an expanded gradient.
     dout = dout if dout.stride(-1) == 1 else dout.contiguous()
-    dq, dk, dv = flash_attn_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale)
-    return dq, dk, dv, None, None
+    dq, dk, dv = flash_attn_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, ctx.deterministic)
+    return dq, dk, dv, None, None, None
 
 
 flash_attn_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
-def flash_attn(q, k, v, causal, scale):
-    return flash_attn_fwd(q, k, v, causal, scale)
+def flash_attn(q, k, v, causal, scale, deterministic=True):
+    return flash_attn_fwd(q, k, v, causal, scale, deterministic)
 
 
 class BlockSparse(torch.autograd.Function):

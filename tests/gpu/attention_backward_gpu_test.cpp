@@ -1,6 +1,6 @@
 // kernels::attention_backward on the GPU against fp64 CPU gradients: max error within 3x that
 // of a naive same-dtype backward (DESIGN.md), no NaN, every element written (outputs
-// poisoned), bitwise repeatable.
+// poisoned), bitwise repeatable (dK and dV always; dQ where deterministic).
 #include "gpu_util.h"
 
 #include "attention_check.h"
@@ -21,12 +21,14 @@ struct BackwardCase {
   bool causal;
   DType dtype;
   int config = -1; ///< >= 0: the config-th of each pass's tuning space (wrapping), else tuned
+  bool atomic_dq = false; ///< AttentionOptions::deterministic off: dQ added in the dK/dV pass
 };
 
 std::string nameOf(const BackwardCase &c) {
   return "q" + std::to_string(c.n_q) + "_k" + std::to_string(c.n_kv) + "_h" + std::to_string(c.heads_q) + "x" +
          std::to_string(c.heads_kv) + "_d" + std::to_string(c.d) + (c.causal ? "_causal_" : "_") +
-         dsl::to_string(c.dtype) + (c.config >= 0 ? "_config" + std::to_string(c.config) : "");
+         dsl::to_string(c.dtype) + (c.config >= 0 ? "_config" + std::to_string(c.config) : "") +
+         (c.atomic_dq ? "_atomic_dq" : "");
 }
 
 class AttentionBackward : public GpuTest, public ::testing::WithParamInterface<BackwardCase> {};
@@ -52,12 +54,14 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
   TensorView lseView{lse.data(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, kernels::DeviceType::cuda};
   kernels::AttentionOptions options;
   options.causal = c.causal;
+  options.deterministic = !c.atomic_dq;
   if (c.config >= 0) {
     auto pick = [&](kernels::BackwardPass pass) {
       auto space = kernels::attention_backward_configs(c.d, c.causal, pass);
       return space[c.config % space.size()];
     };
-    options.keys_values_config = pick(kernels::BackwardPass::keys_values);
+    options.keys_values_config =
+        pick(c.atomic_dq ? kernels::BackwardPass::keys_values_adding_dq : kernels::BackwardPass::keys_values);
     options.queries_config = pick(kernels::BackwardPass::queries);
   }
   kernels::attention_forward(view(q_dev, c.n_q, c.heads_q), view(k_dev, c.n_kv, c.heads_kv), view(v_dev, c.n_kv, c.heads_kv),
@@ -74,7 +78,10 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
                            download<uint16_t>(gv, v.size()));
   };
   auto [gq, gk, gv] = backward();
-  EXPECT_EQ(std::make_tuple(gq, gk, gv), backward()) << "not bitwise repeatable";
+  auto [gq2, gk2, gv2] = backward();
+  EXPECT_EQ(std::make_tuple(gk, gv), std::make_tuple(gk2, gv2)) << "dK, dV not bitwise repeatable";
+  if (!c.atomic_dq)
+    EXPECT_EQ(gq, gq2) << "dQ not bitwise repeatable";
 
   auto head = [&](const std::vector<uint16_t> &all, int64_t b, int64_t h, int64_t n, int64_t heads) {
     return examples::head_rows(all, b, h, n, heads, c.d);
@@ -125,7 +132,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BackwardCase{1, 300, 113, 4, 2, 128, true, DType::bf16}, // GQA; 187 rows see no key
                       BackwardCase{1, 257, 257, 3, 1, 96, true, DType::f16},   // MQA, padded d
                       BackwardCase{1, 1, 200, 2, 2, 32, false, DType::bf16},   // one query
-                      BackwardCase{1, 130, 70, 1, 1, 256, false, DType::f16}),
+                      BackwardCase{1, 130, 70, 1, 1, 256, false, DType::f16},
+                      // dQ added in the dK/dV pass: ragged, GQA with rows that see no key, MQA
+                      BackwardCase{2, 113, 300, 2, 2, 64, false, DType::f16, -1, true},
+                      BackwardCase{1, 300, 113, 4, 2, 128, true, DType::bf16, -1, true},
+                      BackwardCase{1, 257, 257, 3, 1, 96, true, DType::f16, -1, true}),
     [](const auto &info) { return nameOf(info.param); });
 
 // Every config of both passes' tuning spaces (paired in order, the shorter list wrapping).
@@ -137,6 +148,10 @@ std::vector<BackwardCase> everyConfig() {
                               kernels::attention_backward_configs(d, causal, kernels::BackwardPass::queries).size());
       for (size_t i = 0; i < count; ++i)
         cases.push_back({1, 200, 331, 2, 1, d, causal, DType::f16, int(i)});
+      // Every config of the dK/dV pass adding dQ.
+      for (size_t i = 0;
+           i < kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values_adding_dq).size(); ++i)
+        cases.push_back({1, 200, 331, 2, 1, d, causal, DType::f16, int(i), true});
     }
   return cases;
 }

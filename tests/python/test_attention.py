@@ -42,9 +42,10 @@ def reference(q, k, v, dout, causal, scale, visible=None):
     return back(o), lse, back(dq), back(fold(dk)), back(fold(dv))
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
-def test_forward_and_backward_match_float64(causal, layout):
+def test_forward_and_backward_match_float64(causal, layout, deterministic):
     rng = np.random.default_rng(0)
     b, n_q, n_kv, h, h_kv, d = 2, 37, 45, 4, 2, 32
     shape = lambda n, heads: (b, n, heads, d) if layout == "bshd" else (b, heads, n, d)
@@ -53,7 +54,8 @@ def test_forward_and_backward_match_float64(causal, layout):
     dout = rng.standard_normal(shape(n_q, h)).astype(np.float16)
     o, lse = tessera.attention_forward(q, k, v, causal=causal, layout=layout)
     assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (b, h, n_q) and lse.dtype == np.float32
-    dq, dk, dv = tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, layout=layout)
+    dq, dk, dv = tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, layout=layout,
+                                            deterministic=deterministic)
 
     to_bshd = (lambda x: x) if layout == "bshd" else (lambda x: x.transpose(0, 2, 1, 3))
     want = reference(*(to_bshd(x) for x in (q, k, v, dout)), causal, 1 / math.sqrt(d))

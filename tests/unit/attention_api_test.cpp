@@ -32,12 +32,14 @@ struct Case {
   /// With the first tuned config that sets this knob (OVERLAP_SOFTMAX: FlashAttention-3's
   /// order; BLOCK_POINTERS: K and V through block pointers).
   const char *knob = nullptr;
+  /// The backward with dQ added in the dK/dV pass (AttentionOptions::deterministic off).
+  bool atomic_dq = false;
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) {
   return os << c.batch << "x" << c.n_q << "x" << c.n_kv << " heads " << c.heads_q << "/" << c.heads_kv << " d"
             << c.d << (c.causal ? " causal" : "") << (c.bhsd ? " BHSD" : " BSHD") << " " << dsl::to_string(c.dtype)
-            << (c.knob ? std::string(" ") + c.knob : "");
+            << (c.knob ? std::string(" ") + c.knob : "") << (c.atomic_dq ? " atomic dQ" : "");
 }
 
 /// Host memory registered with the interpreter, with a [batch, n, heads, d] view in either layout.
@@ -282,6 +284,7 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::keys_values))
     if (c.knob && !options.keys_values_config && config.get(c.knob, 0))
       options.keys_values_config = config; // and dK/dV's Q and dO
+  options.deterministic = !c.atomic_dq;
   Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);
 
@@ -338,7 +341,8 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
         << c << ": " << names[g] << " (naive " << worst[g].naive << ")";
   }
 
-  // Deterministic: a second backward writes the same bits.
+  // Deterministic: a second backward writes the same bits (the interpreter's bulk adds run in
+  // order, so the added dQ is repeatable here too).
   Buffer dq2 = make(c.n_q, c.heads_q), dk2 = make(c.n_kv, c.heads_kv), dv2 = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq2.view, dk2.view, dv2.view, options);
   EXPECT_EQ(dq.memory.data, dq2.memory.data);
@@ -354,7 +358,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 33, 50, 2, 1, 96, false, false, DType::bf16}, // MQA, padded d
                       Case{1, 20, 40, 1, 1, 256, true, true, DType::f16},
                       Case{1, 40, 70, 4, 2, 64, true, true, DType::f16, "BLOCK_POINTERS"},
-                      Case{1, 70, 45, 6, 2, 128, false, false, DType::bf16, "BLOCK_POINTERS"}));
+                      Case{1, 70, 45, 6, 2, 128, false, false, DType::bf16, "BLOCK_POINTERS"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, nullptr, true}, // 40 rows see no key
+                      Case{2, 33, 50, 4, 2, 64, false, true, DType::bf16, nullptr, true},  // GQA, BHSD
+                      Case{1, 70, 45, 6, 2, 128, false, false, DType::f16, "BLOCK_POINTERS", true}));
 
 class AttentionBackwardErrors : public Interpreted<> {};
 
