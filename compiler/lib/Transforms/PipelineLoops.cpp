@@ -233,7 +233,7 @@ public:
   Value mapFor(BlockLoadOp load) {
     auto block = load.getPtr().getType().getBlockType();
     std::optional<BlockTile> tile = blockTile(block);
-    if (!func->hasAttr(kTmaAttrName) || load.getPadding() != Padding::zero || !tile ||
+    if (!tmaAllowed(func) || load.getPadding() != Padding::zero || !tile ||
         block.getElementType().getIntOrFloatBitWidth() != 16 || tile->tile.getDimSize(0) > 256)
       return {};
     const int64_t bytes = 2;
