@@ -335,6 +335,39 @@ func.func @bulk_add_staged(%p: !tile.ptr<f32>, %v: tensor<32x8xf32, #b>) attribu
 
 #b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
 
+// In a loop's body, the staging alternates by the iteration's parity between two buffers of
+// 1024 bytes: everyone writes buffer (i - lo) / step % 2, thread 0 waits until the engine has
+// read the other one, and one barrier (not two) comes before the add.
+// CHECK-LABEL: llvm.func @bulk_add_in_a_loop
+// CHECK: llvm.sub
+// CHECK-NEXT: llvm.sdiv
+// CHECK-NEXT: llvm.mlir.constant(1 : i32)
+// CHECK-NEXT: llvm.and
+// CHECK-NEXT: llvm.mlir.constant(1024 : i32)
+// CHECK-NEXT: llvm.mul
+// CHECK-NEXT: llvm.getelementptr
+// CHECK-NOT: nvvm.barrier0
+// CHECK: llvm.store {{.*}} : vector<2xf32>, !llvm.ptr<3>
+// CHECK: "fence.proxy.async.shared::cta;"
+// CHECK-NEXT: "@$0 cp.async.bulk.wait_group.read 0;"
+// CHECK-NEXT: nvvm.barrier0
+// CHECK-NEXT: llvm.ptrtoint
+// CHECK-NEXT: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$1], [$2], 1024;
+// CHECK-NOT: nvvm.barrier0
+// CHECK: "cp.async.bulk.wait_group 0;"
+func.func @bulk_add_in_a_loop(%p: !tile.ptr<f32>, %v: tensor<32x8xf32, #b>, %n: i32) attributes {tile.kernel, tile.tma, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c2 = arith.constant 2 : i32
+  scf.for %i = %c0 to %n step %c2 : i32 {
+    tile.bulk_add %p, %v {tile.smem_offset = 0 : i64} : !tile.ptr<f32>, tensor<32x8xf32, #b>
+  }
+  return
+}
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
 // Swizzled, a pair of floats at (row, column) goes to row * 32 + (column ^ 8 * (row % 4)).
 // CHECK-LABEL: llvm.func @bulk_add_swizzled
 // CHECK: %[[PHASE:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32

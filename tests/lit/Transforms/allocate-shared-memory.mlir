@@ -106,3 +106,20 @@ func.func @bulk_add_by_threads(%p: !tile.ptr<f32>, %v: tensor<32x16xf32, #b>) {
   tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<32x16xf32, #b>
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// A bulk add in the body of a loop that runs once alternates between two buffers (2 x 2048).
+// CHECK-LABEL: func.func @bulk_add_alternating
+// CHECK-SAME: tile.shared_memory = 4096 : i64
+// CHECK: tile.bulk_add {{.*}}tile.smem_offset = 0 : i64
+func.func @bulk_add_alternating(%p: !tile.ptr<f32>, %v: tensor<32x16xf32, #b>, %n: i32) attributes {tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    tile.bulk_add %p, %v : !tile.ptr<f32>, tensor<32x16xf32, #b>
+  }
+  return
+}

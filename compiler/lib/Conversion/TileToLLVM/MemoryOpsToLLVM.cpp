@@ -4,6 +4,8 @@
 
 #include "tessera/compiler/Layout/SwizzledTile.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 using namespace mlir;
 
 namespace tessera::tile::lowering {
@@ -591,11 +593,13 @@ Value bulkAddIndex(OpBuilder &b, Location loc, BulkAddOp op, ArrayRef<Value> coo
   return LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, coord[0], i32Constant(b, loc, shape[1])), col);
 }
 
-/// tile.bulk_add. With the copy engine: the tile goes to the op's staging buffer row-major (the
-/// order the add reads), then thread 0 hands it over, cp.reduce.async.bulk adding it in L2
-/// while the threads move on; the buffer is rewritten once the engine has read the last tile
-/// out of it (wait_group.read; by then long done), and the kernel ends only after its adds
-/// (prepareKernels). Without: each thread reduces its elements (red), replicas once.
+/// tile.bulk_add. With the copy engine: the tile goes to the op's staging buffer in the order
+/// the add reads, then thread 0 hands it over, cp.reduce.async.bulk adding it in L2 while the
+/// threads move on; the kernel ends only after its adds (prepareKernels). A buffer is rewritten
+/// only once the engine has read the last tile out of it (wait_group.read; by then long done):
+/// one buffer takes a barrier before the writes and one after; two alternating buffers
+/// (bulkAddAlternates) take one, after thread 0 has seen the other buffer's last tile read.
+/// Without the copy engine: each thread reduces its elements (red), replicas once.
 struct BulkAddLowering : ConvertOpToLLVMPattern<BulkAddOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(BulkAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -603,15 +607,32 @@ struct BulkAddLowering : ConvertOpToLLVMPattern<BulkAddOp> {
     auto type = cast<RankedTensorType>(op.getValues().getType());
     layout::LinearLayout layout = toLinearLayout(type.getEncoding(), type.getShape());
     Values values = unpack(rewriter, loc, adaptor.getValues());
-    if (int64_t bytes = bulkAddStagingBytes(op)) {
+    if (bulkAddStagingBytes(op)) {
+      const int64_t bytes = type.getNumElements() * 4;
+      const bool alternates = bulkAddAlternates(op);
       Value leader = isThread(rewriter, loc, 0);
       Value staging = sharedMemory(rewriter, loc, op, smemOffset(op));
-      ptx(rewriter, loc, Type(), "@$0 cp.async.bulk.wait_group.read 0;", "b", {leader}, true);
-      barrier(rewriter, loc);
+      auto awaitRead = [&] { ptx(rewriter, loc, Type(), "@$0 cp.async.bulk.wait_group.read 0;", "b", {leader}, true); };
+      if (alternates) {
+        // Buffer (iteration - first) % 2 of the loop the op runs in.
+        auto loop = cast<scf::ForOp>(op->getParentOp());
+        Value iteration = LLVM::SDivOp::create(
+            rewriter, loc, LLVM::SubOp::create(rewriter, loc, loop.getInductionVar(), loop.getLowerBound()),
+            loop.getStep());
+        Value parity = LLVM::AndOp::create(rewriter, loc, iteration, constantOf(rewriter, loc, iteration.getType(), 1));
+        Value offset = LLVM::MulOp::create(rewriter, loc, parity, constantOf(rewriter, loc, parity.getType(), bytes));
+        staging = LLVM::GEPOp::create(rewriter, loc, staging.getType(), rewriter.getI8Type(), staging,
+                                      ValueRange{offset});
+      } else {
+        awaitRead();
+        barrier(rewriter, loc);
+      }
       storeTileToShared(rewriter, loc, staging, layout, values, rewriter.getF32Type(),
                         [&](ArrayRef<Value> coord) { return bulkAddIndex(rewriter, loc, op, coord); });
       // Every thread's writes, ordered before the copy engine's (async proxy) reads.
       ptx(rewriter, loc, Type(), "fence.proxy.async.shared::cta;", "", {}, true);
+      if (alternates)
+        awaitRead(); // the other buffer's last tile: free for the next iteration after the barrier
       barrier(rewriter, loc);
       ptx(rewriter, loc, Type(),
           "@$0 cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$1], [$2], " + std::to_string(bytes) +

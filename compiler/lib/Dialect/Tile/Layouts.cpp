@@ -3,6 +3,7 @@
 #include "tessera/compiler/Layout/SwizzledTile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
 using namespace mlir;
@@ -177,7 +178,14 @@ bool tmaAllowed(Operation *op) {
 }
 
 int64_t bulkAddStagingBytes(BulkAddOp op) {
-  return tmaAllowed(op) ? cast<RankedTensorType>(op.getValues().getType()).getNumElements() * 4 : 0;
+  if (!tmaAllowed(op))
+    return 0;
+  return cast<RankedTensorType>(op.getValues().getType()).getNumElements() * 4 * (bulkAddAlternates(op) ? 2 : 1);
+}
+
+bool bulkAddAlternates(BulkAddOp op) {
+  auto loop = dyn_cast<scf::ForOp>(op->getParentOp());
+  return loop && !loop->getParentOfType<scf::ForOp>();
 }
 
 /// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s

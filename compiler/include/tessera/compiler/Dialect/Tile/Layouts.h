@@ -55,7 +55,12 @@ bool warpgroupMmaAllowed(mlir::Operation *op);
 bool tmaAllowed(mlir::Operation *op);
 /// Shared memory a tile.bulk_add stages its tile in for the copy engine (0 where it adds from
 /// registers). It stays the op's for the whole kernel: the engine reads it after the op.
+/// Two buffers where the op alternates (bulkAddAlternates), one otherwise.
 int64_t bulkAddStagingBytes(BulkAddOp op);
+/// Whether a staged tile.bulk_add alternates between two buffers by its loop's iteration
+/// parity: it runs once in every iteration of a loop (directly in its body) that runs once
+/// (no loop around it), so that consecutive runs always take different buffers.
+bool bulkAddAlternates(BulkAddOp op);
 
 /// Whether ldmatrix can read a tile stored in shared memory as `storage` into `result`'s
 /// tensor-core fragments.
