@@ -262,6 +262,12 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
         config.set("ATOMIC_DQ", 1);
         configs.push_back(config);
       }
+    // FA3's shape: 64 query rows, 128 keys on two consumer warpgroups beside the producer; dQ's
+    // product [64, d] then runs on wgmma, its columns split between the warpgroups.
+    if (padded == 128)
+      configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                         {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
+                         {"BLOCK_POINTERS", 1}, {"warp_specialize", 1}, {"ATOMIC_DQ", 1}});
     return configs;
   }
   // (BLOCK_M, BLOCK_N, warps, stages, K/V or Q/dO in shared memory). The chained dots keep

@@ -227,6 +227,19 @@ TEST(LinearLayout, MmaFragmentsMatchThePtxIsa) {
     }
 }
 
+TEST(LinearLayout, MmaWarpgroupsHoldWholeRowBlocksOfAColumnSlice) {
+  // [4, 2] over 64 x 128: warps 0-3 (warpgroup 0) rows 16w.. of columns 0-63, warps 4-7 the same
+  // rows of columns 64-127: wgmma's m64 accumulators, one column slice a warpgroup.
+  LinearLayout layout = LinearLayout::mma({64, 128}, 4, 2, -1);
+  for (int64_t w = 0; w < 8; ++w)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int64_t r = 0; r < layout.numRegisters(); ++r) {
+        Coord c = layout.apply(r, lane, w);
+        EXPECT_EQ(c[0] / 16, w % 4) << "warp " << w;
+        EXPECT_EQ(c[1] / 64, w / 4) << "warp " << w;
+      }
+}
+
 TEST(LinearLayout, CoordinateMaps) {
   EXPECT_EQ(broadcastSource({1, 8}, {5, 3}), (Coord{0, 3}));
   EXPECT_EQ(expandDimsSource(0, {0, 7}), (Coord{7}));

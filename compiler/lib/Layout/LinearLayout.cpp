@@ -79,10 +79,12 @@ LinearLayout LinearLayout::mma(const Coord &shape, unsigned wm, unsigned wn, int
     repeat(8, cols / wn, false);
     repeat(16, rows / wm, true);
   }
-  for (unsigned w = 1; w < wn; w *= 2)
-    warps.push_back(opIdx == 0 ? at(0, 0) : at(0, w * (cols / wn)));
+  // Warps split M first, so that 4 consecutive warps (a warpgroup, for wgmma) hold 64
+  // consecutive rows of the same columns.
   for (unsigned w = 1; w < wm; w *= 2)
     warps.push_back(opIdx == 1 ? at(0, 0) : at(w * (rows / wm), 0));
+  for (unsigned w = 1; w < wn; w *= 2)
+    warps.push_back(opIdx == 0 ? at(0, 0) : at(0, w * (cols / wn)));
   // On tiles smaller than an instruction (a [M, 1] column to broadcast, say), positions past
   // the shape hold replicas.
   for (Bases *bases : {&regs, &lanes, &warps})

@@ -100,6 +100,13 @@ private:
     int64_t M = dot.getType().getDimSize(0), N = dot.getType().getDimSize(1);
     if ((chainedDots && M / numWarps >= 16) || (warpgroupMma && M == 16 * numWarps && numWarps % 4 == 0))
       return MmaEncodingAttr::get(op->getContext(), {static_cast<unsigned>(numWarps), 1});
+    // Fewer rows than 16 a warp: warpgroups of 64 rows split the columns in slices of at least
+    // 64 (wgmma's m64, as FA3 splits dQ = dS K between its two consumer warpgroups).
+    if (warpgroupMma && numWarps % 4 == 0 && M % 64 == 0 && M < 16 * numWarps) {
+      const unsigned wm = static_cast<unsigned>(M / 16), wn = static_cast<unsigned>(numWarps) / wm;
+      if (N / wn >= 64)
+        return MmaEncodingAttr::get(op->getContext(), {wm, wn});
+    }
     unsigned bestM = 0;
     double bestSkew = 1e30;
     for (unsigned wm = 1; wm <= static_cast<unsigned>(numWarps); wm *= 2) {

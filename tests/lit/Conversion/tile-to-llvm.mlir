@@ -138,6 +138,29 @@ func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile
 
 // -----
 
+#mma = #tile.mma<warpsPerCTA = [4, 2]>
+
+// Two warpgroups split a 64 x 128 dot's columns: each runs m64n64 on its slice, B's descriptor
+// starting at column 64 * (warpgroup), both reading all of A from registers (replicated).
+// CHECK-LABEL: llvm.func @wgmma_column_slices
+// CHECK: llvm.urem %[[WARPGROUP:.*]], %{{.*}} : i32
+// CHECK: llvm.udiv %[[WARPGROUP]], %{{.*}} : i32
+// CHECK: wgmma.fence.sync.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 1, 1, 1, 1;
+// CHECK: wgmma.commit_group.sync.aligned
+// CHECK-NOT: mma.sync
+func.func @wgmma_column_slices(%a: tensor<64x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>>, %acc: tensor<64x128xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.shared_memory = 32768 : i64} {
+  %vb = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %y = tile.shared_load %vb[%slot] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %a, %y, %acc : tensor<64x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x128xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x128x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<64x128x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
 #mma = #tile.mma<warpsPerCTA = [4, 1]>
 
 // On Hopper (tile.warpgroup_mma), a dot whose warps own 16 rows each runs on wgmma: both

@@ -103,6 +103,24 @@ func.func @warpgroup_dot(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {ti
 
 // -----
 
+// With 8 warps and 64 rows, two warpgroups of 64 rows split the 128 columns (wgmma's m64 on
+// a 64-column slice each), instead of mma.sync's squarest split.
+// CHECK-LABEL: func.func @warpgroups_split_columns
+// CHECK: tile.dot {{.*}} -> tensor<64x128xf32, #tile.mma<warpsPerCTA = [4, 2]>>
+func.func @warpgroups_split_columns(%a: !tile.ptr<bf16>, %c: !tile.ptr<f32>) attributes {tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %as = tile.splat %a : !tile.ptr<bf16> -> tensor<64x32x!tile.ptr<bf16>>
+  %x = tile.load %as : tensor<64x32x!tile.ptr<bf16>>
+  %bs = tile.splat %a : !tile.ptr<bf16> -> tensor<32x128x!tile.ptr<bf16>>
+  %y = tile.load %bs : tensor<32x128x!tile.ptr<bf16>>
+  %zero = arith.constant dense<0.0> : tensor<64x128xf32>
+  %d = tile.dot %x, %y, %zero : tensor<64x32xbf16> * tensor<32x128xbf16> -> tensor<64x128xf32>
+  %cs = tile.splat %c : !tile.ptr<f32> -> tensor<64x128x!tile.ptr<f32>>
+  tile.store %cs, %d : tensor<64x128x!tile.ptr<f32>>
+  return
+}
+
+// -----
+
 // A dot's accumulator added into memory with atomics (attention's dQ shares): the atomic takes
 // the accumulator's mma layout, costlier to leave than the pointers' (index math, rebuilt in
 // any layout), so the values stay where the dot put them.

@@ -2,10 +2,10 @@
 // is in registers) read by the tensor cores straight from a swizzled shared-memory stage
 // through 64-bit matrix descriptors.
 //
-// The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, 1], M = 64g), which
-// is wgmma's accumulator layout: warp w of warpgroup g holds rows 64g + 16w + {l/4, l/4 + 8} and
-// columns 8j + 2(l%4) + {0, 1}, exactly as mma.sync's 16x8 tiles; an A operand in registers has
-// mma.sync's A fragments. The stages are stored as layout::SwizzledTile lays them out:
+// The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, s], M = 64g), which
+// is wgmma's accumulator layout: warp w of a warpgroup holds rows 64m + 16w + {l/4, l/4 + 8} and
+// columns c + 8j + 2(l%4) + {0, 1} of its column slice c.. (N / s wide), exactly as mma.sync's
+// 16x8 tiles; an A operand in registers has mma.sync's A fragments. The stages are stored as layout::SwizzledTile lays them out:
 // 128-byte-wide atoms, each the canonical 128-byte-swizzled layout (64- and 32-byte for
 // narrower rows).
 #include "Utility.h"
@@ -89,10 +89,17 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
                                       rewriter.getRemappedValue(load.getSlot()), load.getBuffer().getType())};
   };
   std::optional<Stage> a = stage(op.getA()), b = stage(op.getB());
-  // Warpgroup g computes rows 64g..64g+63.
+  // Warpgroup g computes rows 64 (g % m).. of the column slice g / m, for m = wm / 4 warpgroups
+  // along M.
+  auto mma = cast<MmaEncodingAttr>(accType.getEncoding());
+  const int64_t alongM = mma.getWarpsPerCTA()[0] / 4, slice = N / mma.getWarpsPerCTA()[1];
+  Value warpgroup = LLVM::LShrOp::create(rewriter, loc, threadId(rewriter, loc).warp, i32Constant(rewriter, loc, 2));
   Value warpgroupRow = LLVM::MulOp::create(
-      rewriter, loc, LLVM::LShrOp::create(rewriter, loc, threadId(rewriter, loc).warp, i32Constant(rewriter, loc, 2)),
+      rewriter, loc, LLVM::URemOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, alongM)),
       i32Constant(rewriter, loc, 64));
+  Value sliceColumn = LLVM::MulOp::create(
+      rewriter, loc, LLVM::UDivOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, alongM)),
+      i32Constant(rewriter, loc, slice));
   Values aRegs;
   std::map<layout::Coord, int64_t> aIndex;
   if (!a) {
@@ -102,9 +109,9 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   Type half = op.getA().getType().getElementType(); // f16 or bf16, as LLVM spells them too
   std::string type = half.isBF16() ? "bf16" : "f16";
   Type f32 = rewriter.getF32Type();
-  // One instruction covers up to 256 columns.
-  int64_t width = N <= 256 ? N : 256;
-  auto accumulator = [&](int64_t n0, int64_t r) { // register r of wgmma's D for columns n0..
+  // One instruction covers up to 256 columns of the slice.
+  int64_t width = slice <= 256 ? slice : 256;
+  auto accumulator = [&](int64_t n0, int64_t r) { // register r of wgmma's D for slice columns n0..
     return cIndex.at(mmaCElement(0, n0 + 8 * (r / 4), r % 4));
   };
   // A in registers: mma.sync's A fragments of each 16-wide step of k, 4 x 32 bits a thread.
@@ -123,7 +130,7 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   if (!zeroAcc)
     c.assign(through.begin() + aPacked.size(), through.end());
   for (int64_t kk = 0; kk < K / 16; ++kk)
-    for (int64_t n0 = 0; n0 < N; n0 += width) {
+    for (int64_t n0 = 0; n0 < slice; n0 += width) {
       int64_t count = width / 2; // accumulators a thread holds
       Values operands;
       std::string aOperand, constraints;
@@ -139,7 +146,8 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
         constraints += "r,r,r,r,";
       }
       int64_t bOperand = count + int64_t(operands.size());
-      operands.push_back(operandDescriptor(rewriter, loc, *b, b->kMajor(true), i32Constant(rewriter, loc, n0), kk));
+      Value firstColumn = LLVM::AddOp::create(rewriter, loc, sliceColumn, i32Constant(rewriter, loc, n0));
+      operands.push_back(operandDescriptor(rewriter, loc, *b, b->kMajor(true), firstColumn, kk));
       constraints += "l";
       const bool accumulate = kk > 0 || !zeroAcc;
       for (int64_t r = 0; accumulate && r < count; ++r) {

@@ -229,13 +229,16 @@ bool lowersToWarpgroupMma(DotOp op) {
   if (!mma || !warpgroupMmaAllowed(op))
     return false;
   int64_t M = op.getType().getDimSize(0), N = op.getType().getDimSize(1), K = op.getA().getType().getDimSize(1);
-  unsigned wm = mma.getWarpsPerCTA()[0];
-  if (mma.getWarpsPerCTA()[1] != 1 || wm % 4 != 0 || M != 16 * wm || N % 8 != 0 || K % 16 != 0 ||
-      !op.getType().getElementType().isF32())
+  // Warpgroups split M in blocks of 64 rows, then N in slices (LinearLayout::mma's warp order).
+  unsigned wm = mma.getWarpsPerCTA()[0], wn = mma.getWarpsPerCTA()[1];
+  int64_t slice = N / wn;
+  if (wm % 4 != 0 || M != 16 * wm || slice % 8 != 0 || K % 16 != 0 || !op.getType().getElementType().isF32())
     return false;
-  // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N].
+  // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N]
+  // (a warpgroup's slice then starts on a 64-column atom).
   auto b = stagedOperand(op.getB());
-  if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (N > 256 && N % 256 != 0))
+  if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (slice > 256 && slice % 256 != 0) ||
+      (!b->kMajor(true) && wn > 1 && slice % 64 != 0))
     return false;
   // A from registers, or from a stage stored [M][K].
   auto a = stagedOperand(op.getA());

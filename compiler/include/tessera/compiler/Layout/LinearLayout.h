@@ -34,8 +34,9 @@ public:
 
   /// The registers of mma.sync m16n8k16 over a [rows, cols] tile split over wm x wn warps:
   /// the accumulator (opIdx -1), operand A [M, K] (0) or operand B [K, N] (1). Instruction
-  /// tiles repeat in registers across each warp's part; warps split N first, then M, and an
-  /// operand is shared by the warps along the other axis.
+  /// tiles repeat in registers across each warp's part; warps split M first (a warpgroup's 4
+  /// warps hold 64 rows of one column slice), then N; an operand is shared by the warps along
+  /// the other axis.
   static LinearLayout mma(const Coord &shape, unsigned wm, unsigned wn, int opIdx);
 
   const Coord &shape() const { return shape_; }
