@@ -566,6 +566,15 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
   return p;
 }
 
+/// Whether adding dQ in the dK/dV pass beats the two passes, as measured on the H200 (f16,
+/// N = 8192, tuned, same run): at head dims padded to 128 with the TMA, where two consumer
+/// warpgroups run all five products on wgmma (7.02-7.08 vs 7.67-7.78 ms, causal 3.99-4.04 vs
+/// 4.23-4.37); not at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93), nor on mma.sync alone
+/// (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
+bool addingDqPays(int64_t padded, const TensorView &q, const TensorView &dout) {
+  return interpreter::enabled() || (padded == 128 && tmaCopies({&q, &dout}));
+}
+
 /// delta = rowsum(dO * O) per query row, into a stream-ordered workspace; where given, the
 /// dQ workspace's rows (detail::kDqAccumRows) zeroed too.
 jit::DeviceBuffer launchDelta(const Problem &p, const TensorView &o, const TensorView &dout, void *stream,
@@ -600,8 +609,10 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
 
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
   const auto &kernels = backwardKernels(q.dtype);
-  // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass.
-  const bool atomicDq = !options.deterministic && dq.numel() > 0;
+  // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass,
+  // with a given dK/dV config, or where that beats the two passes (addingDqPays).
+  const bool atomicDq = !options.deterministic && dq.numel() > 0 &&
+                        (options.keys_values_config || addingDqPays(padded, q, dout));
   jit::DeviceBuffer dqAccum;
   if (atomicDq)
     dqAccum = jit::DeviceBuffer(p.batch * p.heads_q * detail::dqAccumRowsOf(p.n_q) * padded * 4, stream);

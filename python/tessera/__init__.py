@@ -173,9 +173,9 @@ def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
 
 
 def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd", deterministic=True):
-    """dq, dk, dv of attention_forward for the output gradient dout. deterministic=False adds
-    dq up in the dk/dv pass (one pass over the scores instead of two; dq's rounding
-    may then vary from run to run)."""
+    """dq, dk, dv of attention_forward for the output gradient dout. deterministic=False lets
+    the dk/dv pass add dq up where that is faster (on Hopper at head dims 65-128: one pass over
+    the scores instead of two; dq's rounding may then vary from run to run)."""
     _check_layout(layout)
     q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
                              ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
@@ -281,7 +281,7 @@ def flash_attn(q, k, v, causal=False, scale=None, block_mask=None, return_lse=Fa
                deterministic=True):
     """Attention on torch tensors with autograd through tessera's backward kernels; a torch
     custom op (tessera::flash_attn) with a fake implementation, so torch.compile traces it.
-    deterministic=False: the backward adds dq up in the dk/dv pass (see attention_backward).
+    deterministic=False: the backward may add dq up in the dk/dv pass (see attention_backward).
     With a BlockMask (causal must then be False: the mask decides), block-sparse attention with
     autograd (a torch.autograd.Function: torch.compile breaks the graph around it)."""
     _check_layout(layout)

@@ -36,10 +36,12 @@ struct AttentionOptions {
   /// The backward's passes with these configs (of attention_backward_configs) instead of the
   /// autotuned ones.
   std::optional<dsl::Config> keys_values_config, queries_config;
-  /// false: the dK/dV pass also adds each query block's dS K into an f32 dQ workspace (bulk
+  /// false: the dK/dV pass may also add each query block's dS K into an f32 dQ workspace (bulk
   /// adds; on Hopper the copy engine's reductions), one pass over the scores instead of two
-  /// (queries_config unused), so dQ's rounding varies from run to run. true (default): bitwise
-  /// repeatable, and for now also faster on an H200 (d = 128, N = 8192: 7.70 vs 8.25 ms).
+  /// (queries_config unused), so dQ's rounding varies from run to run. It does so with a given
+  /// keys_values_config, and otherwise where that is faster: on Hopper at head dims 65-128
+  /// (H200, d = 128, N = 8192: 7.0 vs 7.7 ms); elsewhere the two deterministic passes run.
+  /// true (default): bitwise repeatable.
   bool deterministic = true;
 };
 
