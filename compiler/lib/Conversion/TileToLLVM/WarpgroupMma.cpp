@@ -5,9 +5,9 @@
 // The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, s], M = 64g), which
 // is wgmma's accumulator layout: warp w of a warpgroup holds rows 64m + 16w + {l/4, l/4 + 8} and
 // columns c + 8j + 2(l%4) + {0, 1} of its column slice c.. (N / s wide), exactly as mma.sync's
-// 16x8 tiles; an A operand in registers has mma.sync's A fragments. The stages are stored as layout::SwizzledTile lays them out:
-// 128-byte-wide atoms, each the canonical 128-byte-swizzled layout (64- and 32-byte for
-// narrower rows).
+// 16x8 tiles; an A operand in registers has mma.sync's A fragments. The stages are stored as
+// layout::SwizzledTile lays them out: 128-byte-wide atoms, each the canonical 128-byte-swizzled
+// layout (64- and 32-byte for narrower rows).
 #include "Utility.h"
 
 #include "tessera/compiler/Layout/SwizzledTile.h"
