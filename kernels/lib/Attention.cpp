@@ -339,8 +339,6 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
       space.push_back(config);
   };
   for (dsl::Config forward : attention_forward_configs(padded, false)) {
-    if (forward.get("BLOCK_POINTERS", 0))
-      continue; // the block-sparse kernel reads K and V through tiles of pointers
     forward.set("SPLIT_MASKED", 0); // the kernel has its own split: full and partial blocks
     // The plain order first: with few blocks a row, FlashAttention-3's order costs more (a
     // product before the first block and after the last of each list) than it hides (H200).
@@ -350,11 +348,10 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
     add(spaces[0], forMask(forward, mask_bm, mask_bn, "BLOCK_M"));
   }
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::keys_values))
-    if (!config.get("BLOCK_POINTERS", 0)) // the block-sparse kernel reads Q and dO through tiles of pointers
+    if (!config.get("warp_specialize", 0)) // its loads sit in a loop over the GQA group's heads
       add(spaces[1], forMask(config, mask_bm, mask_bn, "BLOCK_N"));
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::queries))
-    if (!config.get("BLOCK_POINTERS", 0)) // the block-sparse kernel reads K and V through tiles of pointers
-      add(spaces[2], forMask(config, mask_bm, mask_bn, "BLOCK_M"));
+    add(spaces[2], forMask(config, mask_bm, mask_bn, "BLOCK_M"));
   return spaces;
 }
 
@@ -771,10 +768,12 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
       q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux, inputs.score_aux, p.n_q,
       p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
       q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-      v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale)};
+      v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale), p.batch, p.heads_kv};
   const jit::GridFn grid = blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q);
   const bool bf16 = q.dtype == dsl::DType::bf16;
-  const dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, 8);
+  dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, 8);
+  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v})) // as in attention_forward
+    config.set("BLOCK_POINTERS", 0);
   compiled_->forward[bf16].launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
@@ -814,20 +813,24 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     args.insert(args.end(), shape.begin(), shape.end());
     args.insert(args.end(), tail);
     const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
-    const dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument);
+    dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument);
+    // As in attention_backward: block pointers where the TMA copies them (dK/dV's are Q and dO).
+    if (config.get("BLOCK_POINTERS", 0) && !(pass == 1 ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
+      config.set("BLOCK_POINTERS", 0);
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
   if (dk.numel() > 0)
     launch(1, keysConfig, compiled_->keysValues[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data,
             mask.device_transposed_indices(), inputs.mask_aux, inputs.score_aux},
-           {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale}, p.n_kv,
-           "BLOCK_N", p.batch * p.heads_kv);
+           {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale, p.batch},
+           p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
     launch(2, queriesConfig, compiled_->queries[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dq.data, mask.device_indices(),
             inputs.mask_aux, inputs.score_aux},
-           {dq.stride(0), dq.stride(1), dq.stride(2), scale}, p.n_q, "BLOCK_M", p.batch * p.heads_q);
+           {dq.stride(0), dq.stride(1), dq.stride(2), scale, p.batch, p.heads_kv}, p.n_q, "BLOCK_M",
+           p.batch * p.heads_q);
 }
 
 } // namespace tessera::kernels

@@ -74,6 +74,23 @@ inline dsl::Tile loadBlockRows(const HeadTensor &t, const dsl::Tile &batch, cons
   return dsl::reshape(dsl::load(block), {rows, d});
 }
 
+/// One head of a HeadTensor as a kernel reads blocks of its rows: with `block_pointers` (the
+/// BLOCK_POINTERS knob) through loadBlockRows, everything outside the tensor 0; otherwise
+/// through tiles of pointers from the head's first element, read where `ok`.
+struct HeadRows {
+  HeadTensor tensor;
+  dsl::Tile batch, head, first; // first: the head's first element (pointers only)
+  bool block_pointers;
+  HeadRows(const HeadTensor &t, const dsl::Tile &batch, const dsl::Tile &head, bool block_pointers)
+      : tensor(t), batch(batch), head(head), first(t.base + batch * t.sb + head * t.sh),
+        block_pointers(block_pointers) {}
+  dsl::Tile load(const dsl::Tile &start, int64_t rows, const dsl::Tile &dims, const dsl::Tile &ok) const {
+    if (block_pointers)
+      return loadBlockRows(tensor, batch, head, start, rows, dims.shape()[0]);
+    return loadRows(first, start + dsl::arange(0, rows), tensor.sn, dims, ok);
+  }
+};
+
 /// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
 /// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
 /// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *

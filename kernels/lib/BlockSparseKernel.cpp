@@ -41,23 +41,28 @@ ScoreTransform modifiedScores(const Modifiers &mods, const Tile &scale, const Ti
 
 /// One program per (BLOCK_M query rows, batch * head): the full key blocks its mask row lists
 /// (no elementwise mask), then the partial ones (bounds and mask_mod), each mask block of
-/// MASK_BLOCK_N keys in steps of BLOCK_N; score_mod on every score.
+/// MASK_BLOCK_N keys in steps of BLOCK_N; score_mod on every score. With BLOCK_POINTERS, K and
+/// V are read through block pointers (on Hopper the TMA's copies, addressed by the block
+/// indices the producer warps read too).
 template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
   return kernel("block_sparse_attention_fwd", [mods](
       Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> o, Ptr<f32> lse, Ptr<i32> blocks, Ptr<i32> mask_aux, Ptr<f32> score_aux,
       Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks, Int mask_kv_blocks,
       Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn, Long v_sh, Long o_sb,
-      Long o_sn, Long o_sh, Float scale, const Config &cfg) {
+      Long o_sn, Long o_sh, Float scale, Int batches, Int heads_kv, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
 
     const QueryBlock block(bm, d, heads_q, group, head_dim);
     const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
-    Tile batch_head = program_id(1), kv_head = block.kv_head, dim_ok = block.dim_ok;
+    Tile batch_head = program_id(1), dim_ok = block.dim_ok;
     Tile row_ok = expand_dims(rows, 1) < n_q;
     Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-    Tile k_base = k + batch.to<i64>() * k_sb + kv_head * k_sh;
-    Tile v_base = v + batch.to<i64>() * v_sb + kv_head * v_sh;
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head,
+                        block_pointers);
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head,
+                          block_pointers);
     Tile kv_ok = broadcast_to(dim_ok, {bn, d});
 
     // This program's row of the mask: [full count, partial count, full blocks, partial blocks].
@@ -69,20 +74,21 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     const int64_t steps = mask_bn / bn;
     const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
     auto visit = [&](Tile first, Tile count, bool partial) {
-      // The keys of iteration j of this list, and whether they may be read.
-      auto columns = [&](const Tile &j) {
-        return load(record + first + j / steps) * mask_bn + j % steps * bn + arange(0, bn);
+      // The first key of iteration j of this list.
+      auto start = [&](const Tile &j) { return load(record + first + j / steps) * mask_bn + j % steps * bn; };
+      // Which elements of the keys from `from` tiles of pointers may read (a block pointer
+      // reads 0 past the tensor; those keys' probabilities are 0).
+      auto readable = [&](const Tile &from) {
+        return partial ? kv_ok && expand_dims(from + arange(0, bn), 1) < n_kv : kv_ok;
       };
-      auto readable = [&](const Tile &cols) { return partial ? kv_ok && expand_dims(cols, 1) < n_kv : kv_ok; };
       if (overlap)
         softmax.defer(bn, T::dtype);
       for_range(0, count * steps, 1, softmax.state(), [&](Tile j) {
-        Tile cols = columns(j);
-        Tile k_tile = loadRows(k_base, cols, k_sn, dims, readable(cols));
-        Tile qk = dot(q_tile, trans(k_tile));
-        if (overlap) { // the previous iteration's V (none before the first)
-          Tile previous = columns(maximum(j - 1, 0));
-          softmax.multiply_pending(loadRows(v_base, previous, v_sn, dims, readable(previous) && j > 0));
+        Tile from = start(j), cols = from + arange(0, bn);
+        Tile qk = dot(q_tile, trans(keys.load(from, bn, dims, readable(from))));
+        if (overlap) { // the previous iteration's V (none before the first: its probabilities are 0)
+          Tile previous = start(maximum(j - 1, 0));
+          softmax.multiply_pending(values.load(previous, bn, dims, readable(previous) && j > 0));
         }
         Tile scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
                                      expand_dims(minimum(cols, n_kv - 1), 0), score_aux)
@@ -94,11 +100,11 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         if (overlap)
           softmax.add_deferred(scores);
         else
-          softmax.add(scores, [&] { return loadRows(v_base, cols, v_sn, dims, readable(cols)); });
+          softmax.add(scores, [&] { return values.load(from, bn, dims, readable(from)); });
       });
       if (overlap) { // the last iteration's V
-        Tile last = columns(maximum(count * steps - 1, 0));
-        softmax.multiply_pending(loadRows(v_base, last, v_sn, dims, readable(last) && count > 0));
+        Tile last = start(maximum(count * steps - 1, 0));
+        softmax.multiply_pending(values.load(last, bn, dims, readable(last) && count > 0));
       }
     };
     visit(2, load(record), false);
@@ -110,16 +116,18 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
 }
 
 /// dK, dV of BLOCK_N keys of one KV head: every query head of its group in order, over the
-/// query blocks the transposed mask lists for the keys' mask block.
+/// query blocks the transposed mask lists for the keys' mask block. With BLOCK_POINTERS, Q and
+/// dO are read through block pointers (on Hopper the TMA's copies).
 template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
   return kernel("block_sparse_attention_bwd_dkdv", [mods](
       Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dk, Ptr<T> dv, Ptr<i32> blocks,
       Ptr<i32> mask_aux, Ptr<f32> score_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
       Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
       Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
-      Long dv_sh, Float scale, const Config &cfg) {
+      Long dv_sh, Float scale, Int batches, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch = program_id(1) / heads_kv, kv_head = program_id(1) % heads_kv;
     Tile cols = program_id(0) * bn + arange(0, bn);
@@ -131,8 +139,10 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
     for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
       Tile head = kv_head * group + member;
-      Tile q_base = q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh;
-      Tile do_base = dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh;
+      const HeadRows queries({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch.to<i64>(), head.to<i64>(),
+                             block_pointers);
+      const HeadRows grads({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch.to<i64>(),
+                           head.to<i64>(), block_pointers);
       Tile row_base = (batch * heads_q + head).to<i64>() * n_q;
       Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_kv_blocks + program_id(0) * bn / mask_bn;
       Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_q_blocks);
@@ -143,8 +153,8 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
           Tile start = load(record + first + j / steps) * mask_bm + j % steps * bm;
           Tile rows = start + arange(0, bm);
           Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-          Tile q_tile = loadRows(q_base, rows, q_sn, dims, row_ok);
-          Tile do_tile = loadRows(do_base, rows, do_sn, dims, row_ok);
+          Tile q_tile = queries.load(start, bm, dims, row_ok);
+          Tile do_tile = grads.load(start, bm, dims, row_ok);
           Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
           Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
           Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
@@ -165,25 +175,30 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
   });
 }
 
-/// dQ of BLOCK_M queries: the key blocks their mask row lists.
+/// dQ of BLOCK_M queries: the key blocks their mask row lists. With BLOCK_POINTERS, K and V are
+/// read through block pointers (on Hopper the TMA's copies).
 template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
   return kernel("block_sparse_attention_bwd_dq", [mods](
       Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta, Ptr<T> dq, Ptr<i32> blocks,
       Ptr<i32> mask_aux, Ptr<f32> score_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
       Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
-      Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb, Long dq_sn, Long dq_sh, Float scale,
-      const Config &cfg) {
+      Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dq_sb, Long dq_sn, Long dq_sh, Float scale, Int batches,
+      Int heads_kv, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
+    const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const QueryBlock block(bm, d, heads_q, group, head_dim);
     const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
-    Tile batch_head = program_id(1), kv_head = block.kv_head;
+    Tile batch_head = program_id(1);
     Tile row_ok = expand_dims(rows, 1) < n_q && block.dim_ok;
     Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok);
     Tile do_tile = loadRows(dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
-    Tile k_base = k + batch.to<i64>() * k_sb + kv_head * k_sh, v_base = v + batch.to<i64>() * v_sb + kv_head * v_sh;
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head,
+                        block_pointers);
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head,
+                          block_pointers);
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + program_id(0) * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
     Tile dq_acc = zeros({bm, d}, DType::f32);
@@ -194,8 +209,8 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
         Tile start = load(record + first + j / steps) * mask_bn + j % steps * bn;
         Tile cols = start + arange(0, bn);
         Tile col_ok = expand_dims(cols, 1) < n_kv && block.dim_ok;
-        Tile k_tile = loadRows(k_base, cols, k_sn, dims, col_ok);
-        Tile v_tile = loadRows(v_base, cols, v_sn, dims, col_ok);
+        Tile k_tile = keys.load(start, bn, dims, col_ok);
+        Tile v_tile = values.load(start, bn, dims, col_ok);
         Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                  mask_aux);
         const ScoreTransform scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),

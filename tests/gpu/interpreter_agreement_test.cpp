@@ -296,6 +296,86 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
   }
 }
 
+// Block pointers at the block indices the mask lists (the TMA's copies, from producer warps
+// where the config has them): every block-pointer config of each pass on the GPU against the
+// interpreter, random 128x128 blocks with an empty query block, partial blocks through a
+// mask_mod, ragged ends and a GQA group.
+TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
+  const int n = 300, heads_q = 2, heads_kv = 1;
+  std::vector<kernels::BlockMask::State> states(heads_q * 3 * 3);
+  std::mt19937 rng(17);
+  for (auto &state : states)
+    state = kernels::BlockMask::State(rng() % 3);
+  for (int j = 0; j < 3; ++j)
+    states[3 + j] = kernels::BlockMask::State::skip; // query block 1 of head 0 sees nothing
+  kernels::BlockSparseAttention attention(kernels::Modifiers{
+      [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) { return (q + 3 * kv + h) % 4 != 0; }});
+  for (const int d : {64, 128}) {
+    const size_t count_q = size_t(n) * heads_q * d, count_kv = size_t(n) * heads_kv * d;
+    const auto q = random_bits(count_q, 31, false), k = random_bits(count_kv, 32, false),
+               v = random_bits(count_kv, 33, false), dout = random_bits(count_q, 34, false);
+    using Outputs = std::vector<std::vector<float>>; // o, lse, dq, dk, dv
+    auto run = [&](const kernels::AttentionOptions &forward, const kernels::AttentionOptions &backward) {
+      kernels::BlockMask mask(1, heads_q, n, n, 128, 128, states);
+      const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
+      jit::DeviceBuffer qd = upload16(q), kd = upload16(k), vd = upload16(v), dod = upload16(dout),
+                        o(count_q * 2), lse(heads_q * n * 4), dq(count_q * 2), dk(count_kv * 2), dv(count_kv * 2);
+      auto view = [&](const jit::DeviceBuffer &b, int heads) {
+        return kernels::TensorView{b.data(), DType::f16, {1, n, heads, d}, {}, where};
+      };
+      const kernels::TensorView lseView{lse.data(), DType::f32, {1, heads_q, n}, {}, where};
+      attention.forward(view(qd, heads_q), view(kd, heads_kv), view(vd, heads_kv), view(o, heads_q), lseView, mask,
+                        forward);
+      attention.backward(view(qd, heads_q), view(kd, heads_kv), view(vd, heads_kv), view(o, heads_q), lseView,
+                         view(dod, heads_q), view(dq, heads_q), view(dk, heads_kv), view(dv, heads_kv), mask, backward);
+      auto halves = [](const jit::DeviceBuffer &b, size_t count) {
+        std::vector<float> out;
+        for (uint16_t x : download16(b, count))
+          out.push_back(from_half(x));
+        return out;
+      };
+      Outputs out{halves(o, count_q), std::vector<float>(heads_q * n), halves(dq, count_q), halves(dk, count_kv),
+                  halves(dv, count_kv)};
+      lse.copy_to_host(out[1].data(), heads_q * n * 4);
+      return out;
+    };
+    const auto [tuned, interpreted] = on_both<Outputs>([&] { return run({}, {}); });
+    auto expectAgreement = [&](const Outputs &gpu, const std::string &what) {
+      // f32 sums in different orders into fp16: a few ulps of the largest value; lse in f32.
+      const char *names[] = {"o", "lse", "dq", "dk", "dv"};
+      for (size_t t = 0; t < gpu.size(); ++t) {
+        double worst = 0, largest = 1;
+        for (size_t i = 0; i < gpu[t].size(); ++i) {
+          if (std::isinf(interpreted[t][i]) && gpu[t][i] == interpreted[t][i])
+            continue; // the empty query block's lse, -inf on both
+          worst = std::max(worst, double(std::abs(gpu[t][i] - interpreted[t][i])));
+          largest = std::max(largest, double(std::abs(interpreted[t][i])));
+        }
+        EXPECT_LE(worst, (t == 1 ? 1e-4 : 4e-3) * largest) << names[t] << " at d = " << d << ", " << what;
+      }
+    };
+    expectAgreement(tuned, "tuned configs");
+    int configs = 0;
+    for (const dsl::Config &config : kernels::attention_forward_configs(d, false))
+      if (config.get("BLOCK_POINTERS", 0)) {
+        kernels::AttentionOptions forward;
+        forward.config = config;
+        expectAgreement(run(forward, {}), "forward " + config.str());
+        ++configs;
+      }
+    for (auto pass : {kernels::BackwardPass::keys_values, kernels::BackwardPass::queries})
+      for (const dsl::Config &config : kernels::attention_backward_configs(d, false, pass))
+        if (config.get("BLOCK_POINTERS", 0) &&
+            !(pass == kernels::BackwardPass::keys_values && config.get("warp_specialize", 0))) {
+          kernels::AttentionOptions backward;
+          (pass == kernels::BackwardPass::keys_values ? backward.keys_values_config : backward.queries_config) = config;
+          expectAgreement(run({}, backward), "backward " + config.str());
+          ++configs;
+        }
+    EXPECT_GE(configs, 6) << "d = " << d;
+  }
+}
+
 // BlockMask::from_mask_mod on the GPU classifies every block as the host predicate does.
 TEST_F(InterpreterAgreement, BlockMaskFromMaskModOnTheGpu) {
   kernels::BlockMask gpu = kernels::BlockMask::from_mask_mod(

@@ -141,7 +141,8 @@ struct BiasTable {
 using HostScoreGrad = std::function<std::pair<double, double>(int b, int h, int q, int kv, double score)>;
 
 void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAttention &attention,
-                   const HostMask &partial, const SparseInputs &inputs = {}, const HostScoreGrad &score = {}) {
+                   const HostMask &partial, const SparseInputs &inputs = {}, const HostScoreGrad &score = {},
+                   const AttentionOptions &options = {}) {
   std::mt19937 rng(p.n_q * 5 + p.n_kv);
   auto tensor = [&](int n, int heads) { return randomHalves(rng, size_t(p.batch) * n * heads * p.d); };
   auto poisoned = [&](int n, int heads) { return std::vector<uint16_t>(size_t(p.batch) * n * heads * p.d, 0xffff); };
@@ -159,7 +160,7 @@ void checkBackward(const Problem &p, const BlockMask &mask, const BlockSparseAtt
         dv(poisoned(p.n_kv, p.heads_kv));
     attention.backward(view(q, p.n_q, p.heads_q), view(k, p.n_kv, p.heads_kv), view(v, p.n_kv, p.heads_kv),
                        view(o, p.n_q, p.heads_q), lseView, view(dout, p.n_q, p.heads_q), view(dq, p.n_q, p.heads_q),
-                       view(dk, p.n_kv, p.heads_kv), view(dv, p.n_kv, p.heads_kv), mask, {}, inputs);
+                       view(dk, p.n_kv, p.heads_kv), view(dv, p.n_kv, p.heads_kv), mask, options, inputs);
     return std::array<std::vector<uint16_t>, 3>{dq.data, dk.data, dv.data};
   };
   auto grads = backward();
@@ -274,6 +275,39 @@ TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 2 * kv + h) % 5 != 0; }));
   check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
+}
+
+// Block pointers (on Hopper the TMA's copies, from producer warps where the config has them)
+// at the block indices the mask lists: every block-pointer config of each pass, random blocks
+// of 128 with an empty row, ragged ends and a GQA group (dK/dV's loop over its heads). The
+// inputs are 16-byte aligned, so that the block pointers stay on (attention turns them off
+// where the TMA could not copy).
+TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
+  Problem p{1, 300, 280, 2, 1, 64};
+  BlockMask mask(1, 2, 300, 280, 128, 128, randomStatesWithAnEmptyRow(7));
+  auto partial = [](int, int h, int q, int kv) { return (q + 3 * kv + h) % 4 != 0; };
+  BlockSparseAttention stripes(
+      maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 3 * kv + h) % 4 != 0; }));
+  int forwards = 0, backwards = 0;
+  for (dsl::Config config : attention_forward_configs(64, false))
+    if (config.get("BLOCK_POINTERS", 0)) {
+      SCOPED_TRACE(config.str());
+      AttentionOptions options;
+      options.config = config;
+      check(p, mask, stripes, partial, {}, {}, options);
+      ++forwards;
+    }
+  for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
+    for (dsl::Config config : attention_backward_configs(64, false, pass))
+      if (config.get("BLOCK_POINTERS", 0) && !(pass == BackwardPass::keys_values && config.get("warp_specialize", 0))) {
+        SCOPED_TRACE(config.str());
+        AttentionOptions options;
+        (pass == BackwardPass::keys_values ? options.keys_values_config : options.queries_config) = config;
+        checkBackward(p, mask, stripes, partial, {}, {}, options);
+        ++backwards;
+      }
+  EXPECT_GE(forwards, 3);
+  EXPECT_GE(backwards, 3);
 }
 
 TEST_F(BlockSparse, ScoreModsSoftcapAlibiAndBiasTable) {

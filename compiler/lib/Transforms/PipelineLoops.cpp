@@ -1,6 +1,7 @@
 // tile-pipeline-loops: cp.async and TMA rings for tensor-core operands (see Passes.td).
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Layout/SwizzledTile.h"
+#include "tessera/compiler/Transforms/ConstantMemory.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,58 +19,6 @@ using namespace tessera::tile;
 
 namespace {
 
-/// The kernel argument a pointer (or tile of pointers, or block pointer) derives from, or null
-/// where it cannot be told (a select between pointers, a pointer carried by a loop).
-Value pointerRoot(Value ptr) {
-  while (Operation *def = ptr.getDefiningOp()) {
-    Value next;
-    for (Value operand : def->getOperands())
-      if (isa<PointerType, BlockPointerType>(getElementTypeOrSelf(operand.getType()))) {
-        if (next)
-          return {};
-        next = operand;
-      }
-    if (!next)
-      return {};
-    ptr = next;
-  }
-  auto arg = cast<BlockArgument>(ptr);
-  return isa<func::FuncOp>(arg.getOwner()->getParentOp()) ? ptr : Value();
-}
-
-/// The kernel arguments whose memory the kernel never writes, found once per kernel: loading
-/// from them early, for a later iteration, reads the same value.
-class ConstantMemory {
-public:
-  explicit ConstantMemory(func::FuncOp func) {
-    func.walk([&](Operation *op) {
-      Value target;
-      if (auto store = dyn_cast<StoreOp>(op))
-        target = store.getPtr();
-      else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
-        target = atomic.getPtr();
-      else if (auto store = dyn_cast<BlockStoreOp>(op))
-        target = store.getPtr();
-      else if (auto add = dyn_cast<BulkAddOp>(op))
-        target = add.getDst();
-      else
-        return;
-      Value root = pointerRoot(target);
-      unknownWrites |= !root;
-      written.insert(root);
-    });
-  }
-
-  bool holds(LoadOp load) const {
-    Value root = pointerRoot(load.getPtr());
-    return root && !unknownWrites && !written.contains(root);
-  }
-
-private:
-  bool unknownWrites = false; // a write whose argument cannot be told
-  DenseSet<Value> written;
-};
-
 /// Whether `value` is computed in `body` by pure ops from values defined outside the loop, the
 /// induction variable and carried values that are themselves index math from one iteration to
 /// the next (a pointer advanced by a step, not an accumulator). With `constants`, also by
@@ -84,8 +33,7 @@ bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, const Constant
   Operation *def = value.getDefiningOp();
   if (def->getBlock() != body)
     return !body->getParentOp()->isAncestor(def);
-  auto load = dyn_cast<LoadOp>(def);
-  bool indexLoad = constants && load && !isa<RankedTensorType>(load.getType()) && constants->holds(load);
+  bool indexLoad = constants && constants->isIndexLoad(def);
   if ((!isPure(def) && !indexLoad) || def->getNumRegions() != 0)
     return false;
   return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen, constants); });
@@ -306,11 +254,11 @@ struct TmaLoad {
 /// Block loads of the loop body the TMA copies into rings (see TensorMaps::mapFor): used only
 /// as dot operands (a block with unit dimensions through a reshape to its 2-D tile), addressed
 /// by index math.
-SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, TensorMaps &maps) {
+SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, TensorMaps &maps) {
   SmallVector<TmaLoad> loads;
   for (Operation &op : *loop.getBody()) {
     auto load = dyn_cast<BlockLoadOp>(op);
-    if (!load || !isIndexMath(load.getPtr(), loop.getBody()))
+    if (!load || !isIndexMath(load.getPtr(), loop.getBody(), &constants))
       continue;
     Operation *operand = load;
     if (load.getType().getRank() != 2) {
@@ -363,7 +311,7 @@ struct Rings {
 };
 
 void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants, TensorMaps &maps) {
-  Rings rings{operandLoads(loop, constants), {}, tmaLoads(loop, maps), {}, {}};
+  Rings rings{operandLoads(loop, constants), {}, tmaLoads(loop, constants, maps), {}, {}};
   if (rings.copied.empty() && rings.tma.empty())
     return;
   Block *body = loop.getBody();

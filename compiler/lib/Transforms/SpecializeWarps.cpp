@@ -1,6 +1,7 @@
 // tile-specialize-warps: a producer warpgroup issues a kernel's TMA loads while the kernel's
 // warps compute (see Passes.td).
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
+#include "tessera/compiler/Transforms/ConstantMemory.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,12 +30,13 @@ bool holdsTile(Operation *op) {
 }
 
 /// The producer's program: the consumers' TMA loads, each waiting for its stage to be released,
-/// with the index math they need cloned on demand (pure scalar and block-pointer ops), and the
-/// loops that hold them with only the carried values that math needs.
+/// with the index math they need cloned on demand (pure scalar and block-pointer ops, and loads
+/// of single values from memory the kernel never writes: block indices), and the loops that
+/// hold them with only the carried values that math needs.
 class Producer {
 public:
-  Producer(Region &consumers, OpBuilder top, const DenseMap<Value, Value> &emptyOf)
-      : consumers(consumers), top(top), emptyOf(emptyOf) {}
+  Producer(Region &consumers, OpBuilder top, const DenseMap<Value, Value> &emptyOf, const ConstantMemory &constants)
+      : consumers(consumers), top(top), emptyOf(emptyOf), constants(constants) {}
 
   LogicalResult fail(Operation *op, const Twine &why) {
     op->emitError() << "warp_specialize: " << why;
@@ -48,7 +50,7 @@ public:
     if (!consumers.isAncestor(value.getParentRegion()))
       return value; // defined before the split: both roles see it
     Operation *def = value.getDefiningOp();
-    if (!def || !isMemoryEffectFree(def) || def->getNumRegions() > 0 || holdsTile(def))
+    if (!def || !(isMemoryEffectFree(def) || constants.isIndexLoad(def)) || def->getNumRegions() > 0 || holdsTile(def))
       return {};
     bool inLoop = loopBody && def->getBlock() == consumerLoopBody;
     if (!inLoop && def->getBlock() != &consumers.front())
@@ -176,6 +178,7 @@ private:
   OpBuilder *loopBody = nullptr;
   Block *consumerLoopBody = nullptr;
   const DenseMap<Value, Value> &emptyOf;
+  const ConstantMemory &constants;
   IRMapping map;
 };
 
@@ -279,7 +282,8 @@ LogicalResult specialize(func::FuncOp func) {
   Value issuing = InProducerWarpsOp::create(top, loc, top.getI1Type(), /*first=*/true);
   top = scf::IfOp::create(top, loc, issuing, /*withElseRegion=*/false).getThenBodyBuilder();
 
-  Producer producer(split.getElseRegion(), top, emptyOf);
+  const ConstantMemory constants(func);
+  Producer producer(split.getElseRegion(), top, emptyOf, constants);
   for (Operation &op : *consumers) {
     LogicalResult done = success();
     if (auto load = dyn_cast<TmaLoadOp>(op))

@@ -345,3 +345,40 @@ func.func @tma_4d(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: i32, %n
   }
   return %out : tensor<64x64xf32>
 }
+
+// -----
+
+// A block load addressed through a block index read from a table the kernel never writes
+// (block-sparse attention through the TMA) is copied by the TMA too: the index of an iteration
+// ahead is read early, only where that iteration exists.
+// CHECK-LABEL: func.func @tma_indexed_blocks
+// CHECK: tile.init_barriers
+// CHECK: tile.load %{{.*}}, %{{.*}}, %{{.*}} : !tile.ptr<i32>
+// CHECK: tile.tma_load
+// CHECK: scf.for
+// CHECK: tile.wait_barrier
+// CHECK: tile.load %{{.*}}, %{{.*}}, %{{.*}} : !tile.ptr<i32>
+// CHECK: tile.tma_load
+// CHECK-NOT: tile.block_load
+// CHECK: scf.yield
+func.func @tma_indexed_blocks(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %table: !tile.ptr<i32>,
+                              %n: i32 {tile.divisibility = 16 : i32}, %count: i32, %q: tensor<64x64xf16>)
+    -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %out = scf.for %j = %c0 to %count step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %at = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %block = tile.load %at : !tile.ptr<i32>
+    %row = arith.muli %block, %c64 : i32
+    %p = tile.advance %p0, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}

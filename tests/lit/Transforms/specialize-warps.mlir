@@ -301,3 +301,84 @@ func.func @cp_async_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k
   }
   return
 }
+
+// -----
+
+// Block-sparse attention's ring: the loop's trip count and each refill's block come from a
+// table of block indices the kernel never writes; the producer reads them too (the refill's
+// index only where the iteration ahead exists, as the consumers did).
+// CHECK-LABEL: func.func @indexed_ring
+// CHECK: scf.if %[[FIRST:.*]] {
+// CHECK: %[[COUNT:.*]] = tile.load %{{.*}} : !tile.ptr<i32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[COUNT]]
+// CHECK: %[[BLOCK:.*]] = tile.load %{{.*}}, %[[ACTIVE:.*]], %{{.*}} : !tile.ptr<i32>
+// CHECK: scf.if %[[ACTIVE]] {
+// CHECK-NEXT: tile.wait_barrier
+// CHECK-NEXT: tile.tma_load
+// CHECK: } else {
+// CHECK-NOT: tile.tma_load
+// CHECK: tile.arrive_barrier
+func.func @indexed_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %table: !tile.ptr<i32>, %n: i64)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %count = tile.load %table : !tile.ptr<i32>
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  scf.for %j = %c0 to %count step %c1 : i32 {
+    %slot = arith.remsi %j, %c2 : i32
+    %parity = arith.andi %j, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+    %next = arith.addi %j, %c1 : i32
+    %active = arith.cmpi slt, %next, %count : i32
+    %at = tile.addptr %table, %next : !tile.ptr<i32>, i32
+    %block = tile.load %at, %active, %c0 : !tile.ptr<i32>
+    %row = arith.muli %block, %c64 : i32
+    %far = tile.advance %bp, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %far into %tiles[%slot], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  tile.async_wait 0
+  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
+// Where the kernel writes the table, the producer's read could see another value than the
+// consumers': not specialized.
+func.func @indexed_ring_of_a_written_table(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %table: !tile.ptr<i32>, %n: i64)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c8 = arith.constant 8 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %true = arith.constant true
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  scf.for %j = %c0 to %c8 step %c1 : i32 {
+    %slot = arith.remsi %j, %c2 : i32
+    %parity = arith.andi %j, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+    %at = tile.addptr %table, %j : !tile.ptr<i32>, i32
+    %block = tile.load %at : !tile.ptr<i32>
+    %row = arith.muli %block, %c64 : i32
+    %far = tile.advance %bp, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    // expected-error @+1 {{warp_specialize: a TMA load's operand is not index math the producer can compute}}
+    tile.tma_load %map, %far into %tiles[%slot], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    tile.store %at, %c0 : !tile.ptr<i32>
+    %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  tile.async_wait 0
+  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+  return
+}

@@ -128,7 +128,8 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
     consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
     A kernel whose TMA loads sit deeper than one loop, or that also has cp.async rings (a
     tile copied once before the loops is fine: the consumers copy it), or whose loads need
-    anything but scalar index math, is an error.
+    anything but scalar index math (block indices read from memory the kernel never writes
+    count as such), is an error.
   }];
 }
 
