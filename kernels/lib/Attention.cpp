@@ -311,6 +311,12 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
       if (programs > 1)
         configs.back().set("programs_per_sm", programs);
     }
+    // dK/dV's best shape on tiles of pointers at d = 128, through the TMA (H200, N = 8192:
+    // 4.15 vs 4.56 ms, causal 1.98 vs 2.28).
+    if (!queries && padded > 64)
+      configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                         {"num_warps", 4}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
+                         {"BLOCK_POINTERS", 1}});
   }
   return configs;
 }
@@ -347,11 +353,18 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
     add(spaces[0], forMask(plain, mask_bm, mask_bn, "BLOCK_M"));
     add(spaces[0], forMask(forward, mask_bm, mask_bn, "BLOCK_M"));
   }
+  // The backward passes' configs, each also through block pointers (the TMA) where the dense
+  // space has it only on tiles of pointers.
+  auto addBoth = [&](std::vector<dsl::Config> &space, dsl::Config config, const char *rowsKey) {
+    add(space, forMask(config, mask_bm, mask_bn, rowsKey));
+    config.set("BLOCK_POINTERS", 1);
+    add(space, forMask(config, mask_bm, mask_bn, rowsKey));
+  };
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::keys_values))
     if (!config.get("warp_specialize", 0)) // its loads sit in a loop over the GQA group's heads
-      add(spaces[1], forMask(config, mask_bm, mask_bn, "BLOCK_N"));
+      addBoth(spaces[1], config, "BLOCK_N");
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::queries))
-    add(spaces[2], forMask(config, mask_bm, mask_bn, "BLOCK_M"));
+    addBoth(spaces[2], config, "BLOCK_M");
   return spaces;
 }
 
@@ -565,11 +578,12 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 
 /// Whether adding dQ in the dK/dV pass beats the two passes, as measured on the H200 (f16,
 /// N = 8192, tuned, same run): at head dims padded to 128 with the TMA, where two consumer
-/// warpgroups run all five products on wgmma (7.02-7.08 vs 7.67-7.78 ms, causal 3.99-4.04 vs
-/// 4.23-4.37); not at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93), nor on mma.sync alone
-/// (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
-bool addingDqPays(int64_t padded, const TensorView &q, const TensorView &dout) {
-  return interpreter::enabled() || (padded == 128 && tmaCopies({&q, &dout}));
+/// warpgroups run all five products on wgmma, without the causal mask (7.23 vs 7.31 ms since
+/// the deterministic dK/dV pass reads Q and dO through the TMA too; causal 4.31 vs 4.08); not
+/// at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93), nor on mma.sync alone (d = 128: 8.25 vs
+/// 7.70). The interpreter takes it wherever allowed (it runs any config).
+bool addingDqPays(int64_t padded, bool causal, const TensorView &q, const TensorView &dout) {
+  return interpreter::enabled() || (padded == 128 && !causal && tmaCopies({&q, &dout}));
 }
 
 /// delta = rowsum(dO * O) per query row, into a stream-ordered workspace; where given, the
@@ -609,7 +623,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
   // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass,
   // with a given dK/dV config, or where that beats the two passes (addingDqPays).
   const bool atomicDq = !options.deterministic && dq.numel() > 0 &&
-                        (options.keys_values_config || addingDqPays(padded, q, dout));
+                        (options.keys_values_config || addingDqPays(padded, options.causal, q, dout));
   jit::DeviceBuffer dqAccum;
   if (atomicDq)
     dqAccum = jit::DeviceBuffer(p.batch * p.heads_q * detail::dqAccumRowsOf(p.n_q) * padded * 4, stream);

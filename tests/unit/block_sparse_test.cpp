@@ -278,10 +278,10 @@ TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
 }
 
 // Block pointers (on Hopper the TMA's copies, from producer warps where the config has them)
-// at the block indices the mask lists: every block-pointer config of each pass, random blocks
-// of 128 with an empty row, ragged ends and a GQA group (dK/dV's loop over its heads). The
-// inputs are 16-byte aligned, so that the block pointers stay on (attention turns them off
-// where the TMA could not copy).
+// at the block indices the mask lists: every block-pointer config of the forward, every config
+// of the backward with block pointers on, random blocks of 128 with an empty row, ragged ends
+// and a GQA group (dK/dV's loop over its heads). The inputs are 16-byte aligned, so that the
+// block pointers stay on (attention turns them off where the TMA could not copy).
 TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
   Problem p{1, 300, 280, 2, 1, 64};
   BlockMask mask(1, 2, 300, 280, 128, 128, randomStatesWithAnEmptyRow(7));
@@ -299,7 +299,8 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
     }
   for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
     for (dsl::Config config : attention_backward_configs(64, false, pass))
-      if (config.get("BLOCK_POINTERS", 0) && !(pass == BackwardPass::keys_values && config.get("warp_specialize", 0))) {
+      if (!(pass == BackwardPass::keys_values && config.get("warp_specialize", 0))) {
+        config.set("BLOCK_POINTERS", 1); // the block-sparse spaces have each config both ways
         SCOPED_TRACE(config.str());
         AttentionOptions options;
         (pass == BackwardPass::keys_values ? options.keys_values_config : options.queries_config) = config;

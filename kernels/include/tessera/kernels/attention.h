@@ -39,8 +39,9 @@ struct AttentionOptions {
   /// false: the dK/dV pass may also add each query block's dS K into an f32 dQ workspace (bulk
   /// adds; on Hopper the copy engine's reductions), one pass over the scores instead of two
   /// (queries_config unused), so dQ's rounding varies from run to run. It does so with a given
-  /// keys_values_config, and otherwise where that is faster: on Hopper at head dims 65-128
-  /// (H200, d = 128, N = 8192: 7.0 vs 7.7 ms); elsewhere the two deterministic passes run.
+  /// keys_values_config, and otherwise where that is not slower: on Hopper at head dims 65-128
+  /// without the causal mask (H200, d = 128, N = 8192: 7.2 vs 7.3 ms); elsewhere the two
+  /// deterministic passes run.
   /// true (default): bitwise repeatable.
   bool deterministic = true;
 };
