@@ -809,6 +809,10 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                                              "attention_backward_configs(keys_values)"),
                                    queriesConfig = sparseConfig(options.queries_config, mask, padded,
                                                                 "attention_backward_configs(queries)");
+  if (keysConfig && keysConfig->get("warp_specialize", 0))
+    fail("config " + options.keys_values_config->str() +
+         ": the block-sparse dK/dV pass takes no warp_specialize configs (its loads sit in a loop over the GQA "
+         "group's heads)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));

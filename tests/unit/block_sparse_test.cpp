@@ -400,7 +400,7 @@ TEST_F(BlockSparse, BackwardThroughScoreModsSoftcapAlibiAndBiasTable) {
   });
 }
 
-TEST_F(BlockSparse, BackwardRejectsScoreModsWithoutDerivativeAndCausal) {
+TEST_F(BlockSparse, BackwardRejectsBadModifiersOptionsAndConfigs) {
   Registered<uint16_t> x(std::vector<uint16_t>(64 * 2 * 32)), o(std::vector<uint16_t>(64 * 2 * 32)),
       g1(std::vector<uint16_t>(64 * 2 * 32)), g2(std::vector<uint16_t>(64 * 2 * 32)),
       g3(std::vector<uint16_t>(64 * 2 * 32));
@@ -434,6 +434,11 @@ TEST_F(BlockSparse, BackwardRejectsScoreModsWithoutDerivativeAndCausal) {
   alien.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
   expectError(BlockSparseAttention(), alien,
               "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
+  AttentionOptions producer; // a dense dK/dV config the sparse pass cannot take
+  producer.keys_values_config = attention_backward_configs(32, false, BackwardPass::keys_values).front();
+  producer.keys_values_config->set("BLOCK_N", 32);
+  producer.keys_values_config->set("warp_specialize", 1);
+  expectError(BlockSparseAttention(), producer, "the block-sparse dK/dV pass takes no warp_specialize configs");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.
