@@ -118,14 +118,12 @@ template <typename T> Kernel keysAndValues() {
       Tile row_base = (batch.to<i32>() * heads_q + head.to<i32>()) * n_q;
       Tile rows = start + arange(0, bm);
       Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-      // Q's or dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
-      auto load_rows = [&](const Tile &tensor, Long sb, Long sn, Long sh) {
-        if (block_pointers)
-          return loadBlockRows({tensor, batches, n_q, heads_q, head_dim, sb, sn, sh}, batch, head, start, bm, d);
-        return loadRows(tensor + batch * sb + head * sh, rows, sn, dims, row_ok);
-      };
-      Tile q_tile = load_rows(q, q_sb, q_sn, q_sh);
-      Tile do_tile = load_rows(dout, do_sb, do_sn, do_sh);
+      // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
+      Tile q_tile = HeadRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head, block_pointers)
+                        .load(start, bm, dims, row_ok);
+      Tile do_tile =
+          HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
+              .load(start, bm, dims, row_ok);
       // lse is +inf-safe: rows past n_q read 0 and are masked below.
       Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
       Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
@@ -174,26 +172,21 @@ template <typename T> Kernel queries() {
     Tile do_tile = loadRows(dout + batch * do_sb + head * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * kLog2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
-    Tile k_base = k + batch * k_sb + kv_head * k_sh, v_base = v + batch * v_sb + kv_head * v_sh;
+    // K's and V's rows start..start + BLOCK_N; a block pointer reads 0 outside the tensor too.
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch, kv_head, block_pointers);
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch, kv_head, block_pointers);
     const ScoreTransform scores = scaledScores(scale * kLog2e);
     Tile diagonal = n_kv - n_q;
     Tile kv_end = n_kv;
     if (causal)
       kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
 
-    // K's or V's rows start..start + BLOCK_N; a block pointer reads 0 outside the tensor too.
-    auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &start) {
-      if (block_pointers)
-        return loadBlockRows({tensor, batches, n_kv, heads_kv, head_dim, sb, sn, sh}, batch, kv_head, start, bn, d);
-      Tile cols = start + arange(0, bn);
-      return loadRows(base, cols, sn, dims, expand_dims(cols, 1) < n_kv && dim_ok);
-    };
 
     Tile dq_acc = zeros({bm, d}, DType::f32);
     for_range(0, kv_end, bn, {dq_acc}, [&](Tile start) {
       Tile cols = start + arange(0, bn);
-      Tile k_tile = load_rows(k_base, k, k_sb, k_sn, k_sh, start);
-      Tile v_tile = load_rows(v_base, v, v_sb, v_sn, v_sh, start);
+      Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+      Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
       Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;

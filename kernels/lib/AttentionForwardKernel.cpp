@@ -31,8 +31,8 @@ template <typename T> Kernel forward() {
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile row_ok = expand_dims(rows, 1) < n_q;
     Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-    Tile k_base = k + batch * k_sb + kv_head * k_sh;
-    Tile v_base = v + batch * v_sb + kv_head * v_sh;
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch, kv_head, block_pointers);
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch, kv_head, block_pointers);
     Tile qk_scale = scale * OnlineSoftmax::log2e;
 
     // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
@@ -69,23 +69,16 @@ template <typename T> Kernel forward() {
           ok = ok && expand_dims(cols, 1) >= begin;
         return ok;
       };
-      // K's or V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced). Through a
-      // block pointer (on Hopper the TMA's copy) everything outside the tensor reads 0: rows
-      // outside [begin, end) are read, but their probabilities are 0.
-      auto load_rows = [&](const Tile &base, const Tile &tensor, Long sb, Long sn, Long sh, const Tile &first,
-                           bool bounded) {
-        if (block_pointers)
-          return loadBlockRows({tensor, batches, n_kv, heads_kv, head_dim, sb, sn, sh}, batch, kv_head, first, bn, d);
-        Tile cols = first + arange(0, bn);
-        return loadRows(base, cols, sn, dims, readable(cols, bounded));
-      };
+      // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced). Through a block
+      // pointer (on Hopper the TMA's copy) everything outside the tensor reads 0: rows outside
+      // [begin, end) are read, but their probabilities are 0.
       auto load_v = [&](const Tile &first, bool bounded) {
-        return load_rows(v_base, v, v_sb, v_sn, v_sh, first, bounded);
+        return values.load(first, bn, dims, readable(first + arange(0, bn), bounded));
       };
       for_range(begin, end, bn, softmax.state(), [&](Tile start) {
         Tile cols = start + arange(0, bn);
         // The dot reads K transposed.
-        Tile k_tile = load_rows(k_base, k, k_sb, k_sn, k_sh, start, false);
+        Tile k_tile = keys.load(start, bn, dims, readable(cols, false));
         Tile qk = dot(q_tile, trans(k_tile));
         if (overlap)
           softmax.multiply_pending(load_v(start - bn, true));
