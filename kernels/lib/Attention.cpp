@@ -183,6 +183,13 @@ bool tmaCopies(std::initializer_list<const TensorView *> views) {
   return true;
 }
 
+/// Block pointers pay where the TMA copies them (tmaCopies of the tensors the pass reads through
+/// them, as the compiler's specialization sees them); elsewhere `config` takes tiles of pointers.
+void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<const TensorView *> views) {
+  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies(views))
+    config.set("BLOCK_POINTERS", 0);
+}
+
 void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
     int64_t v = config.get(name, 0);
@@ -538,10 +545,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(std::nullopt, q.dtype, padded, options.causal).config_for(grid, args);
-  // Block pointers pay where the TMA copies them: on Hopper, K and V and their strides 16-byte
-  // aligned (as the compiler's specialization sees them: addresses, strides in multiples of 16).
-  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v}))
-    config.set("BLOCK_POINTERS", 0);
+  blockPointersWhereTheTmaCopies(config, {&k, &v});
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
@@ -638,9 +642,10 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                                                   : tunerFor(pass, q.dtype, padded, options.causal).config_for(grid, args);
     if (pass == BackwardPass::keys_values_adding_dq)
       config.set("ATOMIC_DQ", 1); // a given keys_values_config too
-    // As in attention_forward: block pointers where the TMA copies them (dK/dV's are Q and dO).
-    if (config.get("BLOCK_POINTERS", 0) && !(keysValues ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
-      config.set("BLOCK_POINTERS", 0);
+    if (keysValues) // dK/dV reads Q and dO through block pointers, dQ K and V
+      blockPointersWhereTheTmaCopies(config, {&q, &dout});
+    else
+      blockPointersWhereTheTmaCopies(config, {&k, &v});
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
   const std::vector<dsl::LaunchArg> strides{q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
@@ -786,8 +791,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
   const jit::GridFn grid = blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q);
   const bool bf16 = q.dtype == dsl::DType::bf16;
   dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, 8);
-  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies({&k, &v})) // as in attention_forward
-    config.set("BLOCK_POINTERS", 0);
+  blockPointersWhereTheTmaCopies(config, {&k, &v});
   compiled_->forward[bf16].launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
@@ -832,9 +836,10 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     args.insert(args.end(), tail);
     const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
     dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument);
-    // As in attention_backward: block pointers where the TMA copies them (dK/dV's are Q and dO).
-    if (config.get("BLOCK_POINTERS", 0) && !(pass == 1 ? tmaCopies({&q, &dout}) : tmaCopies({&k, &v})))
-      config.set("BLOCK_POINTERS", 0);
+    if (pass == 1) // dK/dV reads Q and dO through block pointers, dQ K and V
+      blockPointersWhereTheTmaCopies(config, {&q, &dout});
+    else
+      blockPointersWhereTheTmaCopies(config, {&k, &v});
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
   if (dk.numel() > 0)
