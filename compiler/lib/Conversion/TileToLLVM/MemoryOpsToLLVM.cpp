@@ -607,9 +607,9 @@ struct BulkAddLowering : ConvertOpToLLVMPattern<BulkAddOp> {
     auto type = cast<RankedTensorType>(op.getValues().getType());
     layout::LinearLayout layout = toLinearLayout(type.getEncoding(), type.getShape());
     Values values = unpack(rewriter, loc, adaptor.getValues());
-    if (bulkAddStagingBytes(op)) {
-      const int64_t bytes = type.getNumElements() * 4;
+    if (int64_t staged = bulkAddStagingBytes(op)) {
       const bool alternates = bulkAddAlternates(op);
+      const int64_t bytes = alternates ? staged / 2 : staged; // one buffer's
       Value leader = isThread(rewriter, loc, 0);
       Value staging = sharedMemory(rewriter, loc, op, smemOffset(op));
       auto awaitRead = [&] { ptx(rewriter, loc, Type(), "@$0 cp.async.bulk.wait_group.read 0;", "b", {leader}, true); };
