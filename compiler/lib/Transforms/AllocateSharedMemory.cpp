@@ -70,8 +70,12 @@ struct TileAllocateSharedMemoryPass
         auto tile = type.getTileType();
         int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 1024);
         auto [first, last] = liveSpan(alloc, at);
-        if (isBarrierRing(type))
-          std::tie(first, last) = std::pair(int64_t(0), at.end.lookup(func)); // mbarriers: never reused
+        // mbarriers are never reused; nor, in a warp-specialized kernel, the rings its TMA
+        // loads fill: its producer fills a ring ahead of the consumers, past where they
+        // still read another.
+        bool tmaRing = llvm::any_of(alloc->getUsers(), [](Operation *user) { return isa<TmaLoadOp>(user); });
+        if (isBarrierRing(type) || (tmaRing && func->hasAttr(kWarpSpecializeAttrName)))
+          std::tie(first, last) = std::pair(int64_t(0), at.end.lookup(func));
         std::vector<std::pair<int64_t, int64_t>> taken; // [offset, end) of rings live at the same time
         for (const Placed &other : placed)
           if (other.first <= last && first <= other.last)

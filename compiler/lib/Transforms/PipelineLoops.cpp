@@ -7,7 +7,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/MapVector.h"
+
+#include <optional>
 
 namespace tessera {
 #define GEN_PASS_DEF_TILEPIPELINELOOPS
@@ -288,58 +293,74 @@ void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot) {
   }
 }
 
-/// Where stage `slot` of the rings is filled for the iteration whose body arguments are
-/// `args` (masked off unless `active`): cp.async copies, committed as one group, and TMA loads
-/// arriving on the stage's barrier.
+/// A TMA ring: one buffer per load it stages (same maps, same tiles, in order) and an mbarrier
+/// per stage. It lives as long as the kernel and every loop that loads those blocks fills it
+/// (the two loops of a causal split, a loop run once per head of a GQA group): its
+/// fills are numbered across them all, fill f landing in stage f % stages and completing that
+/// stage's phase f / stages, so that a loop's first stages may be filled while the previous
+/// loop (or outer iteration) still computes on the last ones.
+struct TmaRing {
+  SmallVector<Value> maps;
+  SmallVector<Type> tiles;
+  SmallVector<Value> buffers;
+  Value barriers;
+};
+
+/// Where the rings are filled for the iteration whose body arguments are `args` (masked off
+/// unless `active`): cp.async copies into stage `slot`, committed as one group, and TMA loads
+/// (fill number `fill`) arriving on their stage's barrier.
 struct Rings {
   SmallVector<LoadOp> copied;
   SmallVector<Value> copyBuffers;
   SmallVector<TmaLoad> tma;
-  SmallVector<Value> tmaBuffers;
-  Value barriers;
+  TmaRing *ring = nullptr;
 
-  void fill(OpBuilder &b, Location loc, Block *body, ArrayRef<Value> args, Value active, Value slot) {
+  void fill(OpBuilder &b, Location loc, Block *body, ArrayRef<Value> args, Value active, Value slot, Value fill) {
     IRMapping map;
     for (auto [load, buffer] : llvm::zip(copied, copyBuffers))
       copyAsync(b, load, body, args, active, buffer, slot, map);
     if (!copied.empty())
       AsyncCommitOp::create(b, loc);
-    for (auto [load, buffer] : llvm::zip(tma, tmaBuffers))
-      TmaLoadOp::create(b, loc, load.map, recompute(b, load.load.getPtr(), map, body, args, active), buffer, slot,
-                        barriers, active);
+    if (ring)
+      for (auto [load, buffer] : llvm::zip(tma, ring->buffers))
+        TmaLoadOp::create(b, loc, load.map, recompute(b, load.load.getPtr(), map, body, args, active), buffer, fill,
+                          ring->barriers, active);
   }
 };
 
-void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants, TensorMaps &maps) {
-  Rings rings{operandLoads(loop, constants), {}, tmaLoads(loop, constants, maps), {}, {}};
+/// Pipelines `loop` with its cp.async loads `copied` and, where `ring` is given, its TMA
+/// loads `tma` into that ring, whose fills so far number `filled`; returns the number after
+/// the loop (`filled` without a ring).
+Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, SmallVector<TmaLoad> tma, TmaRing *ring,
+               Value filled) {
+  Rings rings{std::move(copied), {}, ring ? std::move(tma) : SmallVector<TmaLoad>{}, ring};
   if (rings.copied.empty() && rings.tma.empty())
-    return;
+    return filled;
   Block *body = loop.getBody();
   Location loc = loop.getLoc();
   OpBuilder b(loop);
   auto constant = [&](OpBuilder &at, int64_t v) { return arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(v)); };
-  auto ring = [&](Type tile) {
-    return SharedAllocOp::create(b, loc, SharedBufferType::get(b.getContext(), stages, cast<RankedTensorType>(tile)))
-        .getResult();
+  // Iteration i's place in the rings: its fill number where the loop fills a TMA ring, the
+  // iteration itself otherwise; its stage that place modulo the stages.
+  auto place = [&](OpBuilder &at, Value iteration) {
+    return ring ? arith::AddIOp::create(at, loc, filled, iteration).getResult() : iteration;
+  };
+  auto stageOf = [&](OpBuilder &at, Value position) {
+    return arith::RemSIOp::create(at, loc, position, constant(at, stages)).getResult();
   };
 
-  // The rings (and the TMA's barriers, one a stage), and the first stages - 1 iterations
-  // filled before the loop.
+  // The cp.async rings, and the first stages - 1 iterations filled before the loop.
   for (LoadOp load : rings.copied)
-    rings.copyBuffers.push_back(ring(load.getType()));
-  for (TmaLoad &load : rings.tma)
-    rings.tmaBuffers.push_back(ring(load.operand->getResult(0).getType()));
-  if (!rings.tma.empty()) {
-    rings.barriers = ring(RankedTensorType::get({1}, b.getI64Type()));
-    InitBarriersOp::create(b, loc, rings.barriers, b.getI32IntegerAttr(int32_t(rings.tma.size())));
-  }
+    rings.copyBuffers.push_back(
+        SharedAllocOp::create(b, loc, SharedBufferType::get(b.getContext(), stages, cast<RankedTensorType>(load.getType()))));
   SmallVector<Value> args{loop.getLowerBound()};
   llvm::append_range(args, loop.getInitArgs());
   for (int64_t s = 0; s < stages - 1; ++s) {
     if (s > 0)
       args = nextIteration(b, loop, body, args);
     Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
-    rings.fill(b, loc, body, args, active, constant(b, s));
+    Value position = place(b, constant(b, s));
+    rings.fill(b, loc, body, args, active, ring ? stageOf(b, position) : position, position);
   }
 
   // In the body: wait for this iteration's stage (with a barrier: every thread is done with the
@@ -348,31 +369,31 @@ void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants, 
   if (!rings.tma.empty() && rings.tma.front().load->isBeforeInBlock(first))
     first = rings.tma.front().load;
   OpBuilder at(first);
-  Value iteration = arith::DivSIOp::create(at, loc, arith::SubIOp::create(at, loc, loop.getInductionVar(), loop.getLowerBound()),
-                                           loop.getStep());
-  Value slot = arith::RemSIOp::create(at, loc, iteration, constant(at, stages));
-  Value refill = arith::RemSIOp::create(at, loc, arith::AddIOp::create(at, loc, iteration, constant(at, stages - 1)),
-                                        constant(at, stages));
+  Value iteration = place(at, arith::DivSIOp::create(at, loc, arith::SubIOp::create(at, loc, loop.getInductionVar(),
+                                                                                      loop.getLowerBound()),
+                                                      loop.getStep()));
+  Value slot = stageOf(at, iteration);
+  Value ahead = arith::AddIOp::create(at, loc, iteration, constant(at, stages - 1));
   if (!rings.tma.empty()) {
-    // Stage s is filled once every `stages` iterations: this iteration's fill is its phase
-    // iteration / stages.
+    // Stage s is filled once every `stages` fills: this iteration's is its phase fill / stages.
     Value parity = arith::AndIOp::create(at, loc, arith::DivSIOp::create(at, loc, iteration, constant(at, stages)),
                                          constant(at, 1));
-    WaitBarrierOp::create(at, loc, rings.barriers, slot, parity, /*sync=*/rings.copied.empty());
+    WaitBarrierOp::create(at, loc, ring->barriers, slot, parity, /*sync=*/rings.copied.empty());
   }
   if (!rings.copied.empty())
     AsyncWaitOp::create(at, loc, at.getI32IntegerAttr(stages - 2));
   for (auto [load, buffer] : llvm::zip(rings.copied, rings.copyBuffers))
     for (OpOperand &use : llvm::make_early_inc_range(load->getUses()))
       readFromRing(at, use, buffer, slot);
-  for (auto [load, buffer] : llvm::zip(rings.tma, rings.tmaBuffers))
-    for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses()))
-      readFromRing(at, use, buffer, slot);
-  SmallVector<Value> ahead(body->getArguments().begin(), body->getArguments().end());
+  if (ring)
+    for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers))
+      for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses()))
+        readFromRing(at, use, buffer, slot);
+  SmallVector<Value> next(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
-    ahead = nextIteration(at, loop, body, ahead);
-  Value active = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, ahead[0], loop.getUpperBound());
-  rings.fill(at, loc, body, ahead, active, refill);
+    next = nextIteration(at, loop, body, next);
+  Value active = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, next[0], loop.getUpperBound());
+  rings.fill(at, loc, body, next, active, stageOf(at, ahead), ahead);
   for (LoadOp load : rings.copied)
     load.erase();
   for (TmaLoad &load : rings.tma) {
@@ -381,15 +402,134 @@ void pipeline(scf::ForOp loop, int64_t stages, const ConstantMemory &constants, 
     load.load.erase();
   }
 
-  // Nothing may still write the rings after the loop (every TMA load was for an iteration that
-  // waited for it), and the CTA barrier keeps later fills of their memory from landing under a
-  // warp still reading the last stage. The barriers are retired: an outer loop may run this
-  // one again and initialize them anew.
+  // Nothing may still write the cp.async rings after the loop (every copy was for an
+  // iteration that waited for it), and the CTA barrier keeps later fills of their memory from
+  // landing under a warp still reading the last stage.
   b.setInsertionPointAfter(loop);
   AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
-  if (rings.barriers)
-    InvalBarriersOp::create(b, loc, rings.barriers);
+  if (!ring)
+    return filled;
+  // The loop's iterations: ceil((upper - lower) / step), none where upper <= lower.
+  Value span = arith::SubIOp::create(b, loc, loop.getUpperBound(), loop.getLowerBound());
+  Value trips = arith::DivSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, span, arith::SubIOp::create(b, loc, loop.getStep(), constant(b, 1))),
+      loop.getStep());
+  return arith::AddIOp::create(b, loc, filled, arith::MaxSIOp::create(b, loc, trips, constant(b, 0)));
 }
+
+/// Pipelines a kernel's loops in program order, numbering each TMA ring's fills across the
+/// loops that fill it: a loop around such loops carries the numbers.
+class Pipeliner {
+public:
+  Pipeliner(func::FuncOp func, int64_t stages) : func(func), stages(stages), constants(func), maps(func) {}
+
+  void run() {
+    // Every loop's TMA loads, and the rings they fill (made at the kernel's start), first.
+    func.walk([&](scf::ForOp loop) {
+      if (auto loads = tmaLoads(loop, constants, maps); !loads.empty())
+        tmaOf[loop] = std::move(loads);
+    });
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    SmallVector<Value> filled;
+    for (auto &[loop, loads] : tmaOf) {
+      if (holdsTmaLoop(loop) || !inLoopsOnly(loop))
+        continue; // its loads stay block loads: the numbering cannot follow them
+      if (!ringOf(loads)) {
+        TmaRing &ring = rings.emplace_back();
+        for (TmaLoad &load : loads) {
+          auto tile = cast<RankedTensorType>(load.operand->getResult(0).getType());
+          ring.maps.push_back(load.map);
+          ring.tiles.push_back(tile);
+          ring.buffers.push_back(SharedAllocOp::create(b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, tile)));
+        }
+        ring.barriers = SharedAllocOp::create(
+            b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, RankedTensorType::get({1}, b.getI64Type())));
+        InitBarriersOp::create(b, func.getLoc(), ring.barriers, b.getI32IntegerAttr(int32_t(loads.size())));
+        filled.push_back(arith::ConstantOp::create(b, func.getLoc(), b.getI32IntegerAttr(0)));
+      }
+    }
+    visit(func.getBody().front(), &filled);
+  }
+
+private:
+  /// The index of the ring `loads` fill (same maps and tiles in order), if made.
+  std::optional<size_t> ringOf(ArrayRef<TmaLoad> loads) {
+    for (auto [index, ring] : llvm::enumerate(rings))
+      if (ring.maps.size() == loads.size() &&
+          llvm::all_of(llvm::zip(ring.maps, ring.tiles, loads), [](auto entry) {
+            auto &[map, tile, load] = entry;
+            return map == load.map && tile == load.operand->getResult(0).getType();
+          }))
+        return index;
+    return std::nullopt;
+  }
+
+  bool holdsTmaLoop(Operation *op) {
+    return op->walk([&](scf::ForOp inner) {
+               return inner != op && tmaOf.count(inner) ? WalkResult::interrupt() : WalkResult::advance();
+             }).wasInterrupted();
+  }
+
+  /// Whether only loops lie between `loop` and the kernel (through which the fill numbers
+  /// travel as carried values).
+  static bool inLoopsOnly(Operation *loop) {
+    for (Operation *parent = loop->getParentOp(); !isa<func::FuncOp>(parent); parent = parent->getParentOp())
+      if (!isa<scf::ForOp>(parent))
+        return false;
+    return true;
+  }
+
+  /// Pipelines the loops in `block` in program order; with `filled`, each ring's fill number
+  /// there, updated past each loop.
+  void visit(Block &block, SmallVector<Value> *filled) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto loop = dyn_cast<scf::ForOp>(op);
+      if (loop && filled && !filled->empty() && holdsTmaLoop(loop)) {
+        // Carry the fill numbers through the loop: in at its start, out of its body's end.
+        IRRewriter rewriter(loop.getContext());
+        rewriter.setInsertionPoint(loop);
+        tmaOf.erase(loop); // its own loads stay block loads
+        FailureOr<LoopLikeOpInterface> replaced = loop.replaceWithAdditionalYields(
+            rewriter, *filled, /*replaceInitOperandUsesInLoop=*/false,
+            [](OpBuilder &, Location, ArrayRef<BlockArgument> args) { return SmallVector<Value>(args); });
+        auto carrier = cast<scf::ForOp>(replaced->getOperation());
+        unsigned first = carrier.getNumRegionIterArgs() - filled->size();
+        SmallVector<Value> inner(carrier.getRegionIterArgs().drop_front(first));
+        visit(*carrier.getBody(), &inner);
+        Operation *yield = carrier.getBody()->getTerminator();
+        for (auto [k, value] : llvm::enumerate(inner))
+          yield->setOperand(first + k, value);
+        for (auto [k, result] : llvm::enumerate(carrier.getResults().drop_front(first)))
+          (*filled)[k] = result;
+        pipelineCopies(carrier);
+        continue;
+      }
+      for (Region &region : op.getRegions())
+        for (Block &inner : region)
+          visit(inner, nullptr); // loops nested in this op: their own copies only
+      if (!loop)
+        continue;
+      std::optional<size_t> ring;
+      if (filled && tmaOf.count(loop))
+        ring = ringOf(tmaOf[loop]);
+      if (!ring) {
+        pipelineCopies(loop);
+        continue;
+      }
+      (*filled)[*ring] =
+          pipeline(loop, stages, operandLoads(loop, constants), tmaOf[loop], &rings[*ring], (*filled)[*ring]);
+    }
+  }
+
+  void pipelineCopies(scf::ForOp loop) { pipeline(loop, stages, operandLoads(loop, constants), {}, nullptr, {}); }
+
+  func::FuncOp func;
+  int64_t stages;
+  const ConstantMemory constants; // pipelining adds no global writes
+  TensorMaps maps;
+  llvm::MapVector<Operation *, SmallVector<TmaLoad>> tmaOf;
+  SmallVector<TmaRing> rings; // made before any pipelining: stable
+};
 
 /// With tile.invariant_operands_in_shared: a tile loaded outside any loop and used only as
 /// dot operands inside loops is copied once into shared memory, and each dot reads it from
@@ -437,12 +577,7 @@ struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipeline
       int64_t stages = attr ? attr.getInt() : 3;
       if (stages < 2)
         return;
-      const ConstantMemory constants(func); // pipelining adds no global writes
-      TensorMaps maps(func);
-      SmallVector<scf::ForOp> loops;
-      func.walk([&](scf::ForOp loop) { loops.push_back(loop); });
-      for (scf::ForOp loop : loops)
-        pipeline(loop, stages, constants, maps);
+      Pipeliner(func, stages).run();
     });
   }
 };

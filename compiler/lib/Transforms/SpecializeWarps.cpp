@@ -29,14 +29,41 @@ bool holdsTile(Operation *op) {
   return llvm::any_of(op->getOperandTypes(), isTile) || llvm::any_of(op->getResultTypes(), isTile);
 }
 
-/// The producer's program: the consumers' TMA loads, each waiting for its stage to be released,
-/// with the index math they need cloned on demand (pure scalar and block-pointer ops, and loads
-/// of single values from memory the kernel never writes: block indices), and the loops that
-/// hold them with only the carried values that math needs.
+bool holdsTmaLoads(Operation *op) {
+  return op->walk([](TmaLoadOp) { return WalkResult::interrupt(); }).wasInterrupted();
+}
+
+/// The producer's program: the consumers' TMA loads, each waiting until the consumers have
+/// released its stage's previous contents, with the index math they need cloned on demand
+/// (pure scalar and block-pointer ops, and loads of single values from memory the kernel never
+/// writes: block indices), and the loops that hold them (at any depth) with only the carried
+/// values that math needs.
 class Producer {
 public:
   Producer(Region &consumers, OpBuilder top, const DenseMap<Value, Value> &emptyOf, const ConstantMemory &constants)
-      : consumers(consumers), top(top), emptyOf(emptyOf), constants(constants) {}
+      : consumers(consumers), emptyOf(emptyOf), constants(constants) {
+    scopes.push_back({&consumers.front(), top});
+  }
+
+  /// The producer's copy of the consumers' `block`: its TMA loads and the loops that hold some.
+  LogicalResult block(Block &block) {
+    for (Operation &op : block) {
+      LogicalResult done = success();
+      if (auto load = dyn_cast<TmaLoadOp>(op); load && !emitted.contains(load))
+        done = fill(load);
+      else if (auto loop = dyn_cast<scf::ForOp>(op); loop && holdsTmaLoads(loop))
+        done = this->loop(loop);
+      if (failed(done))
+        return failure();
+    }
+    return success();
+  }
+
+private:
+  struct Scope {
+    Block *consumers; // the consumers' block whose ops clone here
+    OpBuilder builder;
+  };
 
   LogicalResult fail(Operation *op, const Twine &why) {
     op->emitError() << "warp_specialize: " << why;
@@ -52,134 +79,139 @@ public:
     Operation *def = value.getDefiningOp();
     if (!def || !(isMemoryEffectFree(def) || constants.isIndexLoad(def)) || def->getNumRegions() > 0 || holdsTile(def))
       return {};
-    bool inLoop = loopBody && def->getBlock() == consumerLoopBody;
-    if (!inLoop && def->getBlock() != &consumers.front())
+    auto scope = llvm::find_if(scopes, [&](const Scope &s) { return s.consumers == def->getBlock(); });
+    if (scope == scopes.end())
       return {};
     for (Value operand : def->getOperands())
       if (!materialize(operand))
         return {};
-    (inLoop ? *loopBody : top).clone(*def, map);
+    scope->builder.clone(*def, map);
     return map.lookup(value);
   }
 
-  /// The prologue's TMA loads: the stages are fresh (or handed over), nothing to wait for.
-  LogicalResult load(TmaLoadOp load) {
-    for (Value operand : load->getOperands())
-      if (!materialize(operand))
-        return fail(load, "a TMA load's operand is not index math the producer can compute");
-    top.clone(*load, map);
+  /// The loads of `first`'s block that fill the same stage of the same ring as it (K and V of
+  /// one iteration), issued once every consumer warp has released the stage's previous
+  /// contents: fill f waits for the release of fill f - stages, which the consumers make in
+  /// their iteration f - stages + 1 (the phase (f + 1) / stages - 1 of the stage's "empty"
+  /// barrier); the fills before the first release find a fresh barrier, whose phase of parity
+  /// 1 counts as complete.
+  LogicalResult fill(TmaLoadOp first) {
+    SmallVector<TmaLoadOp> loads;
+    for (auto load : first->getBlock()->getOps<TmaLoadOp>())
+      if (load.getBarriers() == first.getBarriers() && load.getFill() == first.getFill() &&
+          load.getActive() == first.getActive())
+        loads.push_back(load);
+    for (TmaLoadOp load : loads)
+      for (Value operand : load->getOperands())
+        if (!materialize(operand))
+          return fail(load, "a TMA load's operand is not index math the producer can compute");
+    OpBuilder &at = scopes.back().builder;
+    Location loc = first.getLoc();
+    auto constant = [&](int64_t v) { return arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(v)); };
+    const int64_t stages = first.getBuffer().getType().getStages();
+    Value fill = map.lookupOrDefault(first.getFill());
+    Value slot = arith::RemUIOp::create(at, loc, fill, constant(stages));
+    Value released = arith::DivUIOp::create(at, loc, arith::AddIOp::create(at, loc, fill, constant(1)), constant(stages));
+    Value parity = arith::XOrIOp::create(at, loc, arith::AndIOp::create(at, loc, released, constant(1)), constant(1));
+    auto active = scf::IfOp::create(at, loc, map.lookupOrDefault(first.getActive()), /*withElseRegion=*/false);
+    OpBuilder then = active.getThenBodyBuilder();
+    WaitBarrierOp::create(then, loc, emptyOf.lookup(first.getBarriers()), slot, parity, /*sync=*/false);
+    for (TmaLoadOp load : loads) {
+      then.clone(*load, map);
+      emitted.insert(load);
+    }
     return success();
   }
 
-  /// The consumers reached the point where a later ring's prologue may fill memory an earlier
-  /// ring used: the producer waits for all of them there.
-  void handOver(ArriveBarrierOp arrive) {
-    Value zero = arith::ConstantOp::create(top, arrive.getLoc(), top.getI32IntegerAttr(0));
-    WaitBarrierOp::create(top, arrive.getLoc(), arrive.getBarriers(), zero, zero, /*sync=*/false);
-  }
-
-  /// A pipelined loop: the same iterations, each refilling what the consumers' iteration refilled
-  /// once they have released the stage. PipelineLoops refills, in iteration i, the stage that
-  /// iteration i + stages - 1 reads and iteration i - 1 read; the consumers release it at that
-  /// same point of iteration i, its (i / stages)-th release, whose parity is that of the stage
-  /// wait of iteration i.
-  LogicalResult loop(scf::ForOp consumerLoop) {
-    Block *body = consumerLoop.getBody();
-    llvm::MapVector<Value, SmallVector<TmaLoadOp>> refills; // by barrier ring, in program order
-    DenseMap<Value, Value> parityOf;
-    for (Operation &op : *body) {
-      if (auto load = dyn_cast<TmaLoadOp>(op))
-        refills[load.getBarriers()].push_back(load);
-      if (auto wait = dyn_cast<WaitBarrierOp>(op))
-        parityOf[wait.getBarriers()] = wait.getParity();
-    }
-
-    // The carried values the index math needs, through the yields.
+  /// The carried values of `loop` the producer needs (indices), and the values from outside
+  /// the loop that it needs (`outside`): those its TMA loads and the loops inside it use,
+  /// through the yields.
+  FailureOr<SmallVector<unsigned>> needs(scf::ForOp loop, SetVector<Value> &outside) {
+    Block *body = loop.getBody();
     SetVector<Value> worklist;
-    for (auto &[ring, loads] : refills) {
-      if (!parityOf.count(ring))
-        return fail(consumerLoop, "a loop refills a ring it does not wait for");
-      worklist.insert(parityOf[ring]);
-      for (TmaLoadOp load : loads)
-        worklist.insert(load->getOperands().begin(), load->getOperands().end());
+    for (Operation &op : *body) {
+      if (isa<TmaLoadOp>(op))
+        worklist.insert(op.getOperands().begin(), op.getOperands().end());
+      auto inner = dyn_cast<scf::ForOp>(op);
+      if (!inner || !holdsTmaLoads(inner))
+        continue;
+      SetVector<Value> innerOutside;
+      FailureOr<SmallVector<unsigned>> carried = needs(inner, innerOutside);
+      if (failed(carried))
+        return failure();
+      worklist.insert(innerOutside.begin(), innerOutside.end());
+      for (Value bound : {inner.getLowerBound(), inner.getUpperBound(), inner.getStep()})
+        worklist.insert(bound);
+      for (unsigned index : *carried)
+        worklist.insert(inner.getInitArgs()[index]);
     }
     SmallVector<unsigned> carried;
     for (size_t i = 0; i < worklist.size(); ++i) {
       Value value = worklist[i];
-      if (auto arg = dyn_cast<BlockArgument>(value); arg && arg.getOwner() == body && arg.getArgNumber() > 0) {
+      if (auto arg = dyn_cast<BlockArgument>(value); arg && arg.getOwner() == body) {
+        if (arg.getArgNumber() == 0)
+          continue; // the induction variable
         unsigned index = arg.getArgNumber() - 1;
         if (isa<RankedTensorType>(arg.getType()))
-          return fail(consumerLoop, "a TMA load's operand depends on a tile the loop carries");
+          return fail(loop, "a TMA load's operand depends on a tile the loop carries");
         carried.push_back(index);
         worklist.insert(body->getTerminator()->getOperand(index));
       } else if (Operation *def = value.getDefiningOp(); def && def->getBlock() == body) {
-        worklist.insert(def->getOperands().begin(), def->getOperands().end());
+        if (def->getNumRegions() == 0)
+          worklist.insert(def->getOperands().begin(), def->getOperands().end());
+      } else if (!def || def->getBlock() != body) {
+        outside.insert(value); // defined around the loop
       }
     }
     llvm::sort(carried);
+    return carried;
+  }
 
+  /// A loop that holds TMA loads: the same iterations, with the carried values they need.
+  LogicalResult loop(scf::ForOp consumerLoop) {
+    SetVector<Value> outside;
+    FailureOr<SmallVector<unsigned>> carried = needs(consumerLoop, outside);
+    if (failed(carried))
+      return failure();
     Location loc = consumerLoop.getLoc();
-    SmallVector<Value> inits;
+    SmallVector<Value> bounds, inits;
     for (Value bound : {consumerLoop.getLowerBound(), consumerLoop.getUpperBound(), consumerLoop.getStep()})
-      if (!materialize(bound))
+      if (!bounds.emplace_back(materialize(bound)))
         return fail(consumerLoop, "the loop's bounds are not index math the producer can compute");
-    for (unsigned index : carried)
+    for (unsigned index : *carried)
       if (!inits.emplace_back(materialize(consumerLoop.getInitArgs()[index])))
         return fail(consumerLoop, "a carried value's start is not index math the producer can compute");
-    auto loop = scf::ForOp::create(top, loc, map.lookupOrDefault(consumerLoop.getLowerBound()),
-                                   map.lookupOrDefault(consumerLoop.getUpperBound()), map.lookupOrDefault(consumerLoop.getStep()),
-                                   inits);
-    top.setInsertionPoint(loop); // loop-invariant math goes before the loop
+    OpBuilder &outer = scopes.back().builder;
+    auto loop = scf::ForOp::create(outer, loc, bounds[0], bounds[1], bounds[2], inits);
+    outer.setInsertionPoint(loop); // loop-invariant math goes before the loop
     map.map(consumerLoop.getInductionVar(), loop.getInductionVar());
-    for (auto [index, arg] : llvm::zip(carried, loop.getRegionIterArgs()))
+    for (auto [index, arg] : llvm::zip(*carried, loop.getRegionIterArgs()))
       map.map(consumerLoop.getRegionIterArg(index), arg);
     OpBuilder inner = OpBuilder::atBlockEnd(loop.getBody());
     if (Operation *terminator = loop.getBody()->mightHaveTerminator() ? loop.getBody()->getTerminator() : nullptr)
       inner.setInsertionPoint(terminator);
-    loopBody = &inner;
-    consumerLoopBody = body;
-
-    for (auto &[ring, loads] : refills) {
-      TmaLoadOp first = loads.front();
-      for (TmaLoadOp load : loads)
-        if (load.getSlot() != first.getSlot() || load.getActive() != first.getActive())
-          return fail(load, "a ring's refills in one iteration differ in stage or predicate");
-      for (TmaLoadOp load : loads)
-        for (Value operand : load->getOperands())
-          if (!materialize(operand))
-            return fail(load, "a TMA load's operand is not index math the producer can compute");
-      Value parity = materialize(parityOf[ring]);
-      if (!parity)
-        return fail(consumerLoop, "the stage wait's parity is not index math the producer can compute");
-      auto refill = scf::IfOp::create(inner, loc, map.lookupOrDefault(first.getActive()), /*withElseRegion=*/false);
-      OpBuilder then = refill.getThenBodyBuilder();
-      WaitBarrierOp::create(then, loc, emptyOf.lookup(ring), map.lookupOrDefault(first.getSlot()), parity, /*sync=*/false);
-      for (TmaLoadOp load : loads)
-        then.clone(*load, map);
-    }
-
+    scopes.push_back({consumerLoop.getBody(), inner});
+    if (failed(block(*consumerLoop.getBody())))
+      return failure();
     SmallVector<Value> yields;
-    for (unsigned index : carried)
-      if (!yields.emplace_back(materialize(body->getTerminator()->getOperand(index))))
+    for (unsigned index : *carried)
+      if (!yields.emplace_back(materialize(consumerLoop.getBody()->getTerminator()->getOperand(index))))
         return fail(consumerLoop, "a carried value's next value is not index math the producer can compute");
-    if (!carried.empty())
-      scf::YieldOp::create(inner, loc, yields);
-    for (auto [index, result] : llvm::zip(carried, loop.getResults()))
+    if (!carried->empty())
+      scf::YieldOp::create(scopes.back().builder, loc, yields);
+    scopes.pop_back();
+    for (auto [index, result] : llvm::zip(*carried, loop.getResults()))
       map.map(consumerLoop.getResult(index), result);
-    loopBody = nullptr;
-    consumerLoopBody = nullptr;
-    top.setInsertionPointAfter(loop);
+    scopes.back().builder.setInsertionPointAfter(loop);
     return success();
   }
 
-private:
   Region &consumers;
-  OpBuilder top;
-  OpBuilder *loopBody = nullptr;
-  Block *consumerLoopBody = nullptr;
+  SmallVector<Scope> scopes; // the consumers' blocks being copied, outermost first
   const DenseMap<Value, Value> &emptyOf;
   const ConstantMemory &constants;
   IRMapping map;
+  DenseSet<Operation *> emitted;
 };
 
 /// Splits `func` into the producer warpgroup and the consumers (the kernel's num_warps warps).
@@ -198,11 +230,10 @@ LogicalResult specialize(func::FuncOp func) {
           return copy->getParentOfType<scf::ForOp>() ? WalkResult::interrupt() : WalkResult::advance();
         }).wasInterrupted())
     return fail("the kernel also has cp.async rings, whose refills need CTA barriers");
-  for (TmaLoadOp load : loads) {
-    Operation *parent = load->getParentOp();
-    if (parent != func && !(isa<scf::ForOp>(parent) && parent->getParentOp() == func))
-      return fail("TMA loads must sit in the kernel's body or in a loop directly in it");
-  }
+  for (TmaLoadOp load : loads)
+    for (Operation *parent = load->getParentOp(); parent != func; parent = parent->getParentOp())
+      if (!isa<scf::ForOp>(parent))
+        return fail("TMA loads must sit in the kernel's body or in loops");
 
   Block &entry = func.getBody().front();
   MLIRContext *context = func.getContext();
@@ -211,7 +242,7 @@ LogicalResult specialize(func::FuncOp func) {
   OpBuilder b(context);
 
   // Shared buffers and barriers before the split; each TMA ring gets a ring of "empty"
-  // barriers the consumer warps arrive on, and each ring after the first a hand-over barrier.
+  // barriers the consumer warps arrive on.
   SmallVector<SharedAllocOp> allocs;
   SmallVector<InitBarriersOp> inits;
   for (Operation &op : entry) {
@@ -230,26 +261,17 @@ LogicalResult specialize(func::FuncOp func) {
   int64_t end = llvm::alignTo(bytes ? bytes.getInt() : 0, 8);
   b.setInsertionPointAfter(allocs.back());
   SmallVector<Operation *> ringInits;
-  auto barrierRing = [&](int64_t stages) {
-    auto type = SharedBufferType::get(context, stages, RankedTensorType::get({1}, b.getI64Type()));
-    auto ring = SharedAllocOp::create(b, loc, type);
-    ring->setAttr("tile.smem_offset", b.getI64IntegerAttr(end));
-    end += stages * 8;
-    ringInits.push_back(InitBarriersOp::create(b, loc, ring, b.getI32IntegerAttr(warps)));
-    return ring.getResult();
-  };
   DenseMap<Value, Value> emptyOf;
-  for (auto [k, init] : llvm::enumerate(inits)) {
+  for (InitBarriersOp init : inits) {
     Value ring = init.getBarriers();
-    emptyOf[ring] = barrierRing(cast<SharedBufferType>(ring.getType()).getStages());
-    if (k > 0) {
-      Value handOver = barrierRing(1);
-      OpBuilder at(init);
-      Value zero = arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(0));
-      Value yes = arith::ConstantOp::create(at, loc, at.getBoolAttr(true));
-      ArriveBarrierOp::create(at, loc, handOver, zero, yes);
-    }
+    auto type = SharedBufferType::get(context, cast<SharedBufferType>(ring.getType()).getStages(),
+                                      RankedTensorType::get({1}, b.getI64Type()));
+    auto empty = SharedAllocOp::create(b, loc, type);
+    empty->setAttr("tile.smem_offset", b.getI64IntegerAttr(end));
+    end += type.getStages() * 8;
+    ringInits.push_back(InitBarriersOp::create(b, loc, empty, b.getI32IntegerAttr(warps)));
     ringInits.push_back(init);
+    emptyOf[ring] = empty;
   }
   // Every ring initialized after the last buffer, one after another: they share one fence and
   // one CTA barrier.
@@ -284,25 +306,25 @@ LogicalResult specialize(func::FuncOp func) {
 
   const ConstantMemory constants(func);
   Producer producer(split.getElseRegion(), top, emptyOf, constants);
-  for (Operation &op : *consumers) {
-    LogicalResult done = success();
-    if (auto load = dyn_cast<TmaLoadOp>(op))
-      done = producer.load(load);
-    else if (auto arrive = dyn_cast<ArriveBarrierOp>(op))
-      producer.handOver(arrive);
-    else if (auto loop = dyn_cast<scf::ForOp>(op); loop && !loop.getBody()->getOps<TmaLoadOp>().empty())
-      done = producer.loop(loop);
-    if (failed(done))
-      return failure();
-  }
+  if (failed(producer.block(*consumers)))
+    return failure();
 
-  // The consumers: no TMA loads; where a loop refilled a ring, its warps release the stage
-  // instead, and the CTA barriers that protected refills go (the empty barriers order them).
+  // The consumers: no TMA loads; where a loop refilled a ring (its body waits on the ring),
+  // its warps release the stage instead, in every iteration (the next loop's first fills, or
+  // the next tile's, wait for the last iterations' releases), and the CTA barriers that
+  // protected refills go (the empty barriers order them).
   DenseSet<std::pair<Block *, Value>> releasing;
   for (TmaLoadOp load : loads) {
-    if (load->getBlock() != consumers && releasing.insert({load->getBlock(), load.getBarriers()}).second) {
+    Block *block = load->getBlock();
+    bool waits = llvm::any_of(block->getOps<WaitBarrierOp>(),
+                              [&](WaitBarrierOp wait) { return wait.getBarriers() == load.getBarriers(); });
+    if (waits && releasing.insert({block, load.getBarriers()}).second) {
       OpBuilder at(load);
-      ArriveBarrierOp::create(at, load.getLoc(), emptyOf.lookup(load.getBarriers()), load.getSlot(), load.getActive());
+      Location where = load.getLoc();
+      Value stages = arith::ConstantOp::create(at, where, at.getI32IntegerAttr(load.getBuffer().getType().getStages()));
+      Value slot = arith::RemUIOp::create(at, where, load.getFill(), stages);
+      Value always = arith::ConstantOp::create(at, where, at.getBoolAttr(true));
+      ArriveBarrierOp::create(at, where, emptyOf.lookup(load.getBarriers()), slot, always);
     }
     load.erase();
   }

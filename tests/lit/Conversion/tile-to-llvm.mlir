@@ -452,19 +452,19 @@ func.func @stage(%p: tensor<16x32x!tile.ptr<bf16>, #b>, %m: tensor<16x32xi1, #b>
 // when the kernel starts; the first
 // thread initializes each stage's mbarrier (fenced for the TMA, then a CTA barrier), arrives
 // expecting the block's 16384 bytes and copies it in two 64-column boxes (one a 128-byte
-// atom of the stage), coordinates innermost first; the wait spins on the phase's parity,
-// then (sync) a CTA barrier; the first thread retires the barriers.
+// atom of the stage: the fill number's modulo the stages), coordinates innermost first; the
+// wait spins on the phase's parity, then (sync) a CTA barrier.
 // CHECK-LABEL: llvm.func @tma_ring
 // CHECK-SAME: %{{.*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant
 // CHECK: prefetch.tensormap [$0];
 // CHECK-COUNT-2: mbarrier.init.shared::cta.b64 [$1], 1;
 // CHECK: fence.mbarrier_init.release.cluster;
 // CHECK: nvvm.barrier0
+// CHECK: llvm.urem %{{.*}}, %{{.*}} : i32
 // CHECK: llvm.ptrtoint %{{.*}} : !llvm.ptr to i64
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], 16384;\0A\09@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$4], [$2, {$5, $3}], [$1];\0A\09@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$6], [$2, {$7, $3}], [$1];", "b,r,l,r,r,r,r,r"
 // CHECK: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
 // CHECK-NEXT: nvvm.barrier0
-// CHECK-COUNT-2: mbarrier.inval.shared::cta.b64 [$1];
 func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 64, 64>, element_bytes = 2 : i64, pointer = 1 : i64, shape_args = array<i64: 2, 2>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 2, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 128 : i64}},
                     %p: !tile.ptr<f16>, %n: i64, %slot: i32, %active: i1)
     attributes {tile.kernel, tile.num_warps = 4 : i32, tile.shared_memory = 33792 : i64} {
@@ -476,7 +476,6 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
   tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   tile.tma_load %map, %bp into %ring[%slot], %bars if %active : !tile.block_ptr<tensor<64x128xf16>>, !tile.shared<2 x tensor<64x128xf16>>, !tile.shared<2 x tensor<1xi64>>
   tile.wait_barrier %bars[%slot], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
-  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   return
 }
 

@@ -79,6 +79,32 @@ func.func @barrier_rings(%n: i32) {
 
 // -----
 
+// In a warp-specialized kernel the rings its TMA loads fill are never reused either: its
+// producer fills the second loop's ring while the consumers still read the first's.
+// CHECK-LABEL: func.func @specialized_rings
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<16x64xf16>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 4096 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 5120 : i64} : !tile.shared<2 x tensor<16x64xf16>>
+func.func @specialized_rings(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<16x64xf16>>, %n: i32, %on: i1)
+    attributes {tile.warp_specialize} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %first = tile.shared_alloc : !tile.shared<2 x tensor<16x64xf16>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  %second = tile.shared_alloc : !tile.shared<2 x tensor<16x64xf16>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    tile.tma_load %map, %bp into %first[%i], %bars if %on : !tile.block_ptr<tensor<16x64xf16>>, !tile.shared<2 x tensor<16x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %first[%c0] : !tile.shared<2 x tensor<16x64xf16>> -> tensor<16x64xf16>
+  }
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    tile.tma_load %map, %bp into %second[%i], %bars if %on : !tile.block_ptr<tensor<16x64xf16>>, !tile.shared<2 x tensor<16x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %x = tile.shared_load %second[%c0] : !tile.shared<2 x tensor<16x64xf16>> -> tensor<16x64xf16>
+  }
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
 #row = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
 

@@ -221,38 +221,39 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
 // With tile.tma, block loads of 16-byte-aligned kernel arguments whose shape and strides the
 // launcher knows are copied by the TMA: one tensor map argument per tensor and block (how to
 // build it: the pointer's and the extents' arguments, the last stride the constant 1, one box
-// per 128-byte atom), one mbarrier per stage expecting both loads, each iteration waiting for
-// its stage's phase (iteration / stages) % 2 with a CTA barrier before it refills. After the
-// loop a CTA barrier (async_wait 0) lets other rings reuse the memory, and the barriers are
-// retired (an outer loop may initialize them again).
+// per 128-byte atom), one mbarrier per stage expecting both loads (the ring made at the
+// kernel's start), each iteration waiting for its stage's phase (iteration / stages) % 2 with
+// a CTA barrier before it refills; the loads name their fill number (the stage is that modulo
+// the stages). After the loop a CTA barrier (async_wait 0) lets other rings reuse the memory.
 // CHECK-LABEL: func.func @tma_loop
 // CHECK-SAME: %[[A:[a-z0-9]+]]: !tile.ptr<f16> {tile.divisibility = 16 : i32}
 // CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 128, 32>, element_bytes = 2 : i64, pointer = 0 : i64, shape_args = array<i64: 2, 4>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 4, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 64 : i64}}
 // CHECK-SAME: %[[MAPB:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 32, 64>, element_bytes = 2 : i64, pointer = 1 : i64, shape_args = array<i64: 4, 3>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 3, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 128 : i64}}
-// CHECK-DAG: %[[RA:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<128x32xf16>>
-// CHECK-DAG: %[[RB:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xf16>>
-// CHECK-DAG: %[[BARS:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>
-// CHECK: tile.init_barriers %[[BARS]] arrivals 2
-// CHECK: tile.tma_load %[[MAPA]], %{{.*}} into %[[RA]][%{{.*}}], %[[BARS]] if
-// CHECK: tile.tma_load %[[MAPB]], %{{.*}} into %[[RB]][%{{.*}}], %[[BARS]] if
-// CHECK: tile.tma_load %[[MAPA]]
-// CHECK: tile.tma_load %[[MAPB]]
+// CHECK: %[[RA:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<128x32xf16>>
+// CHECK-NEXT: %[[RB:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xf16>>
+// CHECK-NEXT: %[[BARS:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>
+// CHECK-NEXT: tile.init_barriers %[[BARS]] arrivals 2
+// CHECK: tile.tma_load %[[MAPA]], %{{.*}} into %[[RA]][%c0_i32], %[[BARS]] if
+// CHECK: tile.tma_load %[[MAPB]], %{{.*}} into %[[RB]][%c0_i32], %[[BARS]] if
+// CHECK: tile.tma_load %[[MAPA]], %{{.*}} into %[[RA]][%c1_i32]
+// CHECK: tile.tma_load %[[MAPB]], %{{.*}} into %[[RB]][%c1_i32]
 // CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[PA:.*]] = %{{.*}}, %[[PB:.*]] = %{{.*}})
 // CHECK: %[[IT:.*]] = arith.divsi %[[I]]
 // CHECK: %[[SLOT:.*]] = arith.remsi %[[IT]], %c3
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[IT]], %c2
 // CHECK: %[[PHASE:.*]] = arith.divsi %[[IT]], %c3
 // CHECK: %[[PARITY:.*]] = arith.andi %[[PHASE]], %c1
 // CHECK: tile.wait_barrier %[[BARS]][%[[SLOT]]], %[[PARITY]] {sync}
 // CHECK-DAG: %[[X:.*]] = tile.shared_load %[[RA]][%[[SLOT]]]
 // CHECK-DAG: %[[Y:.*]] = tile.shared_load %[[RB]][%[[SLOT]]]
-// CHECK: tile.tma_load %[[MAPA]]
-// CHECK: tile.tma_load %[[MAPB]]
+// CHECK: tile.tma_load %[[MAPA]], %{{.*}} into %[[RA]][%[[AHEAD]]]
+// CHECK: tile.tma_load %[[MAPB]], %{{.*}} into %[[RB]][%[[AHEAD]]]
 // CHECK: tile.dot %[[X]], %[[Y]]
 // CHECK-NOT: tile.block_load
 // CHECK: scf.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.async_wait 0
-// CHECK-NEXT: tile.inval_barriers %[[BARS]]
+// CHECK-NEXT: return
 func.func @tma_loop(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.ptr<f16> {tile.divisibility = 16 : i32},
                     %m: i32, %n: i32 {tile.divisibility = 16 : i32}, %k: i32 {tile.divisibility = 16 : i32})
     -> tensor<128x64xf32> attributes {tile.num_stages = 3 : i32, tile.tma} {
@@ -381,4 +382,67 @@ func.func @tma_indexed_blocks(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
     scf.yield %s : tensor<64x64xf32>
   }
   return %out : tensor<64x64xf32>
+}
+
+// -----
+
+// Loops that load the same blocks fill one ring, its fills numbered across them: the masked
+// loop's numbers continue the unmasked one's, and a loop around them (a GQA group's heads,
+// or programs walking tiles) carries the count, so that the second loop's and the next outer
+// iteration's first stages land where and when the ring expects them.
+// CHECK-LABEL: func.func @ring_across_loops
+// CHECK: %[[RING:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK-NEXT: %[[BARS:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+// CHECK-NEXT: tile.init_barriers %[[BARS]] arrivals 1
+// CHECK-NOT: tile.shared_alloc
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[FILLED:.*]] = %c0_i32) -> (i32)
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[RING]][%[[FILLED]]], %[[BARS]]
+// CHECK: scf.for %[[I:[a-z0-9]+]] =
+// CHECK: %[[IT:.*]] = arith.divsi %[[I]], %c64
+// CHECK: %[[FILL:.*]] = arith.addi %[[FILLED]], %[[IT]]
+// CHECK: %[[SLOT:.*]] = arith.remsi %[[FILL]], %c2
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[FILL]], %c1
+// CHECK: tile.wait_barrier %[[BARS]][%[[SLOT]]]
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[RING]][%[[AHEAD]]]
+// CHECK: tile.async_wait 0
+// CHECK: %[[TRIPS:.*]] = arith.maxsi
+// CHECK: %[[MIDDLE:.*]] = arith.addi %[[FILLED]], %[[TRIPS]]
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[RING]][%[[MIDDLE]]], %[[BARS]]
+// CHECK: scf.for
+// CHECK: arith.addi %[[MIDDLE]]
+// CHECK: tile.wait_barrier %[[BARS]]
+// CHECK: tile.async_wait 0
+// CHECK: %[[REST:.*]] = arith.maxsi
+// CHECK: %[[END:.*]] = arith.addi %[[MIDDLE]], %[[REST]]
+// CHECK: tile.store
+// CHECK: scf.yield %[[END]] : i32
+func.func @ring_across_loops(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i32 {tile.divisibility = 16 : i32},
+                             %tiles: i32, %split: i32, %q: tensor<64x64xf16>, %out: !tile.ptr<f32>)
+    attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pid = tile.program_id x
+  %programs = tile.num_programs x
+  scf.for %t = %pid to %tiles step %programs : i32 {
+    %first = scf.for %i = %c0 to %split step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+      %row = arith.addi %i, %t : i32
+      %p = tile.advance %p0, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    %second = scf.for %i = %split to %n step %c64 iter_args(%acc = %first) -> (tensor<64x64xf32>) : i32 {
+      %p = tile.advance %p0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+    tile.store %ptrs, %second : tensor<64x64x!tile.ptr<f32>>
+  }
+  return
 }

@@ -3,9 +3,11 @@
 // A matmul's TMA ring with 8 consumer warps: the barriers are initialized before the split
 // (the empty ring after the kernel's shared memory, one arrival per consumer warp); the
 // producer gives registers back and its first warp runs the prologue's loads and a loop of
-// the same iterations carrying only the block pointers, each refill waiting for its stage's
-// empty barrier with the parity of the consumers' stage wait; the consumers take the
-// registers, release the stage where they refilled it, and lose the refill's CTA barrier.
+// the same iterations carrying only the block pointers. Each fill f waits, where active, for
+// its stage's empty barrier to complete the phase of the consumers' release of fill
+// f - stages: parity ((f + 1) / stages + 1) % 2 (the first fills find a fresh barrier, whose
+// phase of parity 1 counts as complete). The consumers take the registers, release the stage
+// where they refilled it, in every iteration, and lose the refill's CTA barrier.
 // CHECK-LABEL: func.func @matmul_ring
 // CHECK-SAME: tile.producer_warps = 4 : i32
 // CHECK-SAME: tile.shared_memory = 1072 : i64
@@ -19,21 +21,31 @@
 // CHECK-NEXT: tile.set_max_registers 40
 // CHECK-NEXT: %[[FIRST:.*]] = tile.in_producer_warps first
 // CHECK-NEXT: scf.if %[[FIRST]] {
-// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%{{.*}}], %[[FULL]] if
+// CHECK: scf.if %{{.*}} {
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY]][%{{.*}}], %{{.*}} :
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%{{.*}}], %[[FULL]] if
+// CHECK: scf.if %{{.*}} {
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY]]
+// CHECK-NEXT: tile.tma_load
 // CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (!tile.block_ptr<tensor<64x64xf16>>)
-// CHECK: %[[PARITY:.*]] = arith.andi
+// CHECK: %[[AHEAD:.*]] = arith.addi %{{.*}}, %c2_i32
+// CHECK: %[[SLOT:.*]] = arith.remui %[[AHEAD]], %{{.*}}
+// CHECK: %[[NEXT:.*]] = arith.addi %[[AHEAD]], %{{.*}}
+// CHECK: %[[RELEASE:.*]] = arith.divui %[[NEXT]], %{{.*}}
+// CHECK: %[[ODD:.*]] = arith.andi %[[RELEASE]], %{{.*}}
+// CHECK: %[[PARITY:.*]] = arith.xori %[[ODD]], %{{.*}}
 // CHECK: scf.if %[[ACTIVE:.*]] {
-// CHECK-NEXT: tile.wait_barrier %[[EMPTY]][%[[REFILL:.*]]], %[[PARITY]] :
-// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%[[REFILL]]], %[[FULL]] if %[[ACTIVE]]
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY]][%[[SLOT]]], %[[PARITY]] :
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %[[TILES]][%[[AHEAD]]], %[[FULL]] if %[[ACTIVE]]
 // CHECK: } else {
 // CHECK-NEXT: tile.set_max_registers 232 {increase}
 // CHECK-NOT: tile.tma_load
 // CHECK: scf.for
 // CHECK: tile.wait_barrier %[[FULL]][%{{.*}}], %{{.*}} :
 // CHECK: tile.dot_wait {pending = 1 : i32}
-// CHECK: tile.arrive_barrier %[[EMPTY]][%{{.*}}] if %{{.*}} :
+// CHECK: %[[RELEASED:.*]] = arith.remui %{{.*}}, %c3_i32
+// CHECK: tile.arrive_barrier %[[EMPTY]][%[[RELEASED]]] if %true :
 // CHECK-NOT: tile.tma_load
-// CHECK: tile.inval_barriers %[[FULL]]
 func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
     attributes {tile.warp_specialize, tile.num_warps = 8 : i32, tile.shared_memory = 1048 : i64} {
   %c0 = arith.constant 0 : i32
@@ -57,7 +69,6 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
     %it = arith.divsi %i, %c64 : i32
     %slot = arith.remsi %it, %c3 : i32
     %ahead = arith.addi %it, %c2 : i32
-    %refill = arith.remsi %ahead, %c3 : i32
     %phase = arith.divsi %it, %c3 : i32
     %parity = arith.andi %phase, %c1 : i32
     tile.wait_barrier %bars[%slot], %parity : !tile.shared<3 x tensor<1xi64>>
@@ -67,51 +78,46 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
     %next = arith.addi %i, %c128 : i32
     %active = arith.cmpi slt, %next, %k : i32
     %far = tile.advance %at, [%c128, %c0] : !tile.block_ptr<tensor<64x64xf16>>
-    tile.tma_load %map, %far into %tiles[%refill], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<3 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
+    tile.tma_load %map, %far into %tiles[%ahead], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<3 x tensor<64x64xf16>>, !tile.shared<3 x tensor<1xi64>>
     %step = tile.advance %at, [%c64, %c0] : !tile.block_ptr<tensor<64x64xf16>>
     scf.yield %d, %step : tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>
   }
   %done = tile.dot_wait %out#0 : tensor<64x64xf32> {pending = 0 : i32}
   tile.async_wait 0
-  tile.inval_barriers %bars : !tile.shared<3 x tensor<1xi64>>
   return
 }
 
 // -----
 
-// Two rings one after the other (attention's unmasked and masked loops), 4 consumer warps (no
-// register reallocation: 256 threads may hold 255 registers each anyway): the second ring's
-// prologue waits until every consumer warp has reached the place where it was initialized,
-// since its stages may reuse the first ring's memory. Every ring is initialized after the
-// last buffer, one after another (they share a fence and a CTA barrier).
+// Two rings one after the other, 4 consumer warps (no register reallocation: 256 threads may
+// hold 255 registers each anyway): each has its empty barriers, and its fills wait on them
+// alone (the rings of a warp-specialized kernel never share memory). Every ring is
+// initialized after the last buffer, one after another (they share a fence and a CTA barrier).
 // CHECK-LABEL: func.func @two_rings
 // CHECK-NOT: tile.set_max_registers
 // CHECK-DAG: %[[FULL1:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64}
-// CHECK-DAG: %[[FULL2:.*]] = tile.shared_alloc {tile.smem_offset = 2048 : i64}
-// CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 3072 : i64} : !tile.shared<2 x tensor<1xi64>>
-// CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 3088 : i64} : !tile.shared<2 x tensor<1xi64>>
-// CHECK-DAG: %[[HANDOVER:.*]] = tile.shared_alloc {tile.smem_offset = 3104 : i64} : !tile.shared<1 x tensor<1xi64>>
+// CHECK-DAG: %[[FULL2:.*]] = tile.shared_alloc {tile.smem_offset = 3072 : i64}
+// CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 3088 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 3104 : i64} : !tile.shared<2 x tensor<1xi64>>
 // CHECK: tile.init_barriers %[[EMPTY1]] arrivals 4
 // CHECK-NEXT: tile.init_barriers %[[FULL1]] arrivals 1
 // CHECK-NEXT: tile.init_barriers %[[EMPTY2]] arrivals 4
-// CHECK-NEXT: tile.init_barriers %[[HANDOVER]] arrivals 4
 // CHECK-NEXT: tile.init_barriers %[[FULL2]] arrivals 1
 // CHECK-NEXT: tile.in_producer_warps
 // CHECK: scf.if
 // CHECK: scf.for
 // CHECK: tile.wait_barrier %[[EMPTY1]]
-// CHECK: tile.wait_barrier %[[HANDOVER]][%{{.*}}], %{{.*}} :
+// CHECK: tile.wait_barrier %[[EMPTY2]]
 // CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %{{.*}}[%{{.*}}], %[[FULL2]]
 // CHECK: scf.for
 // CHECK: tile.wait_barrier %[[EMPTY2]]
 // CHECK: } else {
 // CHECK: tile.wait_barrier %[[FULL1]][%{{.*}}], %{{.*}} :
 // CHECK: tile.arrive_barrier %[[EMPTY1]]
-// CHECK: tile.arrive_barrier %[[HANDOVER]][%{{.*}}] if %{{.*}} :
 // CHECK: tile.wait_barrier %[[FULL2]][%{{.*}}], %{{.*}} :
 // CHECK: tile.arrive_barrier %[[EMPTY2]]
 func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
-    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 3072 : i64} {
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 3088 : i64} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c2 = arith.constant 2 : i32
@@ -121,40 +127,38 @@ func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i3
   %first = arith.cmpi sgt, %k, %c0 : i32
   %tiles1 = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
   %bars1 = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %tiles2 = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars2 = tile.shared_alloc {tile.smem_offset = 3072 : i64} : !tile.shared<2 x tensor<1xi64>>
   tile.init_barriers %bars1 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars2 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   tile.tma_load %map, %bp into %tiles1[%c0], %bars1 if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
   scf.for %i = %c0 to %k step %c64 : i32 {
     %it = arith.divsi %i, %c64 : i32
     %slot = arith.remsi %it, %c2 : i32
-    %refill = arith.remsi %it, %c2 : i32
+    %ahead = arith.addi %it, %c1 : i32
     %parity = arith.andi %it, %c1 : i32
     tile.wait_barrier %bars1[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
     %next = arith.addi %i, %c64 : i32
     %active = arith.cmpi slt, %next, %k : i32
     %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
-    tile.tma_load %map, %far into %tiles1[%refill], %bars1 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    tile.tma_load %map, %far into %tiles1[%ahead], %bars1 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
     %x = tile.shared_load %tiles1[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
   }
   tile.async_wait 0
-  tile.inval_barriers %bars1 : !tile.shared<2 x tensor<1xi64>>
-  %tiles2 = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
-  %bars2 = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<1xi64>>
-  tile.init_barriers %bars2 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   tile.tma_load %map, %bp into %tiles2[%c0], %bars2 if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
   scf.for %i = %c0 to %k step %c64 : i32 {
     %it = arith.divsi %i, %c64 : i32
     %slot = arith.remsi %it, %c2 : i32
-    %refill = arith.remsi %it, %c2 : i32
+    %ahead = arith.addi %it, %c1 : i32
     %parity = arith.andi %it, %c1 : i32
     tile.wait_barrier %bars2[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
     %next = arith.addi %i, %c64 : i32
     %active = arith.cmpi slt, %next, %k : i32
     %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
-    tile.tma_load %map, %far into %tiles2[%refill], %bars2 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    tile.tma_load %map, %far into %tiles2[%ahead], %bars2 if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
     %x = tile.shared_load %tiles2[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
   }
   tile.async_wait 0
-  tile.inval_barriers %bars2 : !tile.shared<2 x tensor<1xi64>>
   return
 }
 
@@ -192,7 +196,6 @@ func.func @two_programs_an_sm(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i6
     %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
   }
   tile.async_wait 0
-  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   return
 }
 
@@ -208,24 +211,106 @@ func.func @nothing_to_produce() attributes {tile.warp_specialize, tile.num_warps
 
 // -----
 
-// A pipelined loop inside another (programs walking several tiles) is not specialized.
-// expected-error @+1 {{warp_specialize: TMA loads must sit in the kernel's body or in a loop directly in it}}
-func.func @walking_tiles(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
-    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 2048 : i64} {
+// A persistent kernel: programs walk tiles, each tile's two loops (unmasked and masked blocks)
+// fill one ring whose fills are numbered across loops and tiles (carried by the tile loop).
+// The producer mirrors the tile loop, carrying only the fill count: the next loop's and the
+// next tile's first fills wait for the consumers' releases like any refill, so they are
+// issued while the consumers still compute on the previous loop's last stages.
+// CHECK-LABEL: func.func @walking_tiles
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for %[[TILE:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[FILLED:.*]] = %{{.*}}) -> (i32)
+// CHECK: scf.if
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY:.*]][%{{.*}}], %{{.*}} :
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %{{.*}}[%[[FILLED]]]
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[EMPTY]]
+// CHECK-NEXT: tile.tma_load
+// CHECK: %[[MIDDLE:.*]] = arith.addi %[[FILLED]], %{{.*}} : i32
+// CHECK: scf.if
+// CHECK-NEXT: tile.wait_barrier %[[EMPTY]]
+// CHECK-NEXT: tile.tma_load %{{.*}}, %{{.*}} into %{{.*}}[%[[MIDDLE]]]
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[EMPTY]]
+// CHECK-NEXT: tile.tma_load
+// CHECK: %[[END:.*]] = arith.addi %[[MIDDLE]], %{{.*}} : i32
+// CHECK: scf.yield %[[END]] : i32
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: tile.arrive_barrier %[[EMPTY]]
+// CHECK: scf.for
+// CHECK: tile.arrive_barrier %[[EMPTY]]
+// CHECK: tile.store
+func.func @walking_tiles(%k: !tile.ptr<f16>, %n: i32, %tiles: i32, %split: i32, %q: tensor<64x64xf16>,
+                         %out: !tile.ptr<f32>, %map: !tile.tensor_map)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 16400 : i64} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c63 = arith.constant 63 : i32
+  %c64 = arith.constant 64 : i32
   %one = arith.constant 1 : i64
-  %true = arith.constant true
-  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
-  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
-  scf.for %t = %c0 to %k step %c1 : i32 {
-    tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
-    %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%t, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
-    scf.for %i = %c0 to %k step %c1 : i32 {
-      tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
-      tile.tma_load %map, %bp into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %ring = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  %n64 = arith.extsi %n : i32 to i64
+  %bp = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pid = tile.program_id x
+  %programs = tile.num_programs x
+  %filled = scf.for %t = %pid to %tiles step %programs iter_args(%base = %c0) -> (i32) : i32 {
+    %any = arith.cmpi sgt, %split, %c0 : i32
+    %at0 = tile.advance %bp, [%t, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %at0 into %ring[%base], %bars if %any : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %first = scf.for %i = %c0 to %split step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+      %it = arith.divsi %i, %c64 : i32
+      %fill = arith.addi %base, %it : i32
+      %slot = arith.remsi %fill, %c2 : i32
+      %ahead = arith.addi %fill, %c1 : i32
+      %phase = arith.divsi %fill, %c2 : i32
+      %parity = arith.andi %phase, %c1 : i32
+      tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+      %x = tile.shared_load %ring[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+      %next = arith.addi %i, %c64 : i32
+      %active = arith.cmpi slt, %next, %split : i32
+      %row = arith.addi %next, %t : i32
+      %far = tile.advance %bp, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      tile.tma_load %map, %far into %ring[%ahead], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+      %s = tile.dot %q, %x, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
     }
-    tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
+    tile.async_wait 0
+    %rounded = arith.addi %split, %c63 : i32
+    %trips = arith.divsi %rounded, %c64 : i32
+    %middle = arith.addi %base, %trips : i32
+    %more = arith.cmpi slt, %split, %n : i32
+    %at1 = tile.advance %bp, [%split, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %at1 into %ring[%middle], %bars if %more : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    %second = scf.for %i = %split to %n step %c64 iter_args(%acc = %first) -> (tensor<64x64xf32>) : i32 {
+      %from = arith.subi %i, %split : i32
+      %it = arith.divsi %from, %c64 : i32
+      %fill = arith.addi %middle, %it : i32
+      %slot = arith.remsi %fill, %c2 : i32
+      %ahead = arith.addi %fill, %c1 : i32
+      %phase = arith.divsi %fill, %c2 : i32
+      %parity = arith.andi %phase, %c1 : i32
+      tile.wait_barrier %bars[%slot], %parity {sync} : !tile.shared<2 x tensor<1xi64>>
+      %x = tile.shared_load %ring[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+      %next = arith.addi %i, %c64 : i32
+      %active = arith.cmpi slt, %next, %n : i32
+      %far = tile.advance %bp, [%next, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      tile.tma_load %map, %far into %ring[%ahead], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+      %s = tile.dot %q, %x, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    tile.async_wait 0
+    %span = arith.subi %n, %split : i32
+    %rest = arith.addi %span, %c63 : i32
+    %trips2 = arith.divsi %rest, %c64 : i32
+    %end = arith.addi %middle, %trips2 : i32
+    %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+    tile.store %ptrs, %second : tensor<64x64x!tile.ptr<f32>>
+    scf.yield %end : i32
   }
   return
 }
@@ -247,7 +332,6 @@ func.func @ring_in_loop(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k:
     tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
     tile.wait_barrier %bars[%c0], %c0 {sync} : !tile.shared<2 x tensor<1xi64>>
     tile.tma_load %map, %bp into %tiles[%c0], %bars if %true : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
-    tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   }
   return
 }
@@ -344,7 +428,6 @@ func.func @indexed_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %table: !til
     %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
   }
   tile.async_wait 0
-  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   return
 }
 
@@ -379,6 +462,5 @@ func.func @indexed_ring_of_a_written_table(%map: !tile.tensor_map, %p: !tile.ptr
     %x = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
   }
   tile.async_wait 0
-  tile.inval_barriers %bars : !tile.shared<2 x tensor<1xi64>>
   return
 }

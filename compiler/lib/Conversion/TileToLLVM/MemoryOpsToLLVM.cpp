@@ -570,7 +570,7 @@ struct AsyncWaitLowering : ConvertOpToLLVMPattern<AsyncWaitOp> {
   }
 };
 
-/// Whether this thread is thread `first` of the CTA (thread 0 initializes and retires barriers).
+/// Whether this thread is thread `first` of the CTA (thread 0 initializes barriers).
 Value isThread(OpBuilder &b, Location loc, int first) {
   Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
   return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, tid, i32Constant(b, loc, first));
@@ -687,19 +687,8 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
   }
 };
 
-/// The first thread retires each stage's mbarrier (every thread is past its last wait).
-struct InvalBarriersLowering : ConvertOpToLLVMPattern<InvalBarriersOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
-  LogicalResult matchAndRewrite(InvalBarriersOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
-    onEachBarrier(rewriter, op.getLoc(), adaptor.getBarriers(), op.getBarriers().getType(),
-                  "mbarrier.inval.shared::cta.b64 [$1];");
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
 /// Where active, the first thread (of the producer warps, in a warp-specialized kernel)
-/// arrives on the stage's barrier expecting the block's bytes
+/// arrives on the fill's stage's barrier expecting the block's bytes
 /// and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
 /// first, in the map's order of the block's dimensions); the barrier's phase completes when
 /// every byte has landed.
@@ -713,8 +702,10 @@ struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
     const int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
     const int64_t atomColumns = layout::SwizzledTile(rows, cols, bytes).atomColumns;
     BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), rank);
-    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
-    Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), adaptor.getSlot(), op.getBarriers().getType());
+    Value slot = LLVM::URemOp::create(rewriter, loc, adaptor.getFill(),
+                                      i32Constant(rewriter, loc, op.getBuffer().getType().getStages()));
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), slot, op.getBuffer().getType());
+    Value barrier = sharedStage(rewriter, loc, adaptor.getBarriers(), slot, op.getBarriers().getType());
     Value leader = isThread(rewriter, loc, producerWarpsOf(op) ? numWarpsOf(op) * 32 : 0);
     Value issue = LLVM::AndOp::create(rewriter, loc, leader, adaptor.getActive());
     // $0 issue, $1 barrier, $2 map, $3.. the outer coordinates (innermost first), then per atom
@@ -816,7 +807,7 @@ void populateMemoryOpPatterns(TileTypeConverter &converter, RewritePatternSet &p
   patterns.add<AddPtrLowering, LoadLowering, StoreLowering, AtomicRMWLowering, BulkAddLowering, MakeBlockPtrLowering,
                AdvanceLowering, BlockLoadLowering, BlockStoreLowering, SharedAllocLowering,
                AsyncCopyLowering, AsyncCommitLowering, AsyncWaitLowering, InitBarriersLowering,
-               InvalBarriersLowering, TmaLoadLowering, WaitBarrierLowering, ArriveBarrierLowering,
+               TmaLoadLowering, WaitBarrierLowering, ArriveBarrierLowering,
                InProducerWarpsLowering, SetMaxRegistersLowering>(converter);
 }
 

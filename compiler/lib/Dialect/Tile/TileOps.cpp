@@ -731,8 +731,6 @@ LogicalResult InitBarriersOp::verify() {
   return success();
 }
 
-LogicalResult InvalBarriersOp::verify() { return verifyBarrierRing(*this, getBarriers().getType()); }
-
 LogicalResult TmaLoadOp::verify() {
   auto block = getPtr().getType().getBlockType(), tile = getBuffer().getType().getTileType();
   std::optional<BlockTile> copied = blockTile(block);

@@ -480,15 +480,6 @@ func.func @wait_barrier_ring(%slot: i32) {
 
 // -----
 
-func.func @inval_barriers_ring() {
-  %buf = tile.shared_alloc : !tile.shared<2 x tensor<8xi32>>
-  // expected-error @+1 {{needs stages of tensor<1xi64>, not i32[8]}}
-  tile.inval_barriers %buf : !tile.shared<2 x tensor<8xi32>>
-  return
-}
-
-// -----
-
 func.func @arrive_barrier_ring(%slot: i32, %on: i1) {
   %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
   // expected-error @+1 {{needs stages of tensor<1xi64>, not bf16[64x32]}}

@@ -16,12 +16,15 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     into the stage the previous iteration finished with. With `tile.tma` on the kernel (Hopper),
     `tile.block_load`s of such tiles whose tensor is a 16-byte-aligned kernel argument with a
     shape and strides the launcher knows (arguments or constants; rows a multiple of 16 bytes,
-    the last stride 1) are copied by the tensor memory accelerator instead: the kernel gets a
-    `!tile.tensor_map` argument per tensor and block shape (its `tile.tensor_map` attribute
-    says how the launcher builds it), the stages an mbarrier each (`tile.init_barriers`), the
-    fills are `tile.tma_load`s, each iteration waits for its stage's phase
-    (`tile.wait_barrier {sync}`) and the barriers are retired after the loop
-    (`tile.inval_barriers`). Every pipelined loop ends with `tile.async_wait 0` (a CTA
+    the last stride 1) are copied by the tensor memory accelerator instead:
+    the kernel gets a `!tile.tensor_map` argument per tensor and block shape (its
+    `tile.tensor_map` attribute says how the launcher builds it). Loops loading the same blocks
+    (maps and tiles) fill one ring, made at the kernel's start with an mbarrier a stage
+    (`tile.init_barriers`), whose fills are numbered across those loops in program order
+    (`tile.tma_load`s name their fill number; loops around them carry the count): the
+    masked loop continues the unmasked one's numbering, an outer loop's next iteration the
+    previous one's. Each iteration waits for its stage's phase (`tile.wait_barrier {sync}`).
+    Every pipelined loop ends with `tile.async_wait 0` (a CTA
     barrier). With `tile.invariant_operands_in_shared` on the kernel, a
     tile loaded outside loops and used only by dots inside them is copied once into a
     one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
@@ -86,7 +89,8 @@ def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::Module
     Pipeline rings (`tile.shared_alloc`) are placed first fit, 1024-byte aligned: rings in use
     at the same time (from the first use to the end of the loop around the last) get disjoint
     ranges, rings of sequential loops share memory (each pipelined loop ends with an
-    async_wait 0 and a barrier); rings of mbarriers are never shared. Layout conversions,
+    async_wait 0 and a barrier); rings of mbarriers are never shared, nor, in a
+    warp-specialized kernel, rings the TMA fills (its producer runs ahead of the consumers). Layout conversions,
     cross-warp reductions and the CUDA-core dot use shared memory only while they run
     (barriers before and after), so their scratch overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
     `tile.shared_memory` (bytes).
@@ -115,21 +119,23 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
   let description = [{
     For kernels with `tile.warp_specialize` whose pipelined rings are filled by the TMA: the
     kernel runs one more warpgroup (`tile.producer_warps`), and its body becomes
-    `scf.if tile.in_producer_warps`. The producer runs the prologue's and the loops' TMA loads
-    (the same loops, carrying only the index math the loads need, cloned from the consumers'),
-    each refill first waiting for the stage's "empty" mbarrier; the consumers (the kernel's
-    num_warps warps, laid out as before) run the rest, and where a loop refilled a stage each
-    of their warps now arrives on that stage's empty barrier instead, so the CTA barriers that
-    protected refills go (`sync` of stage waits, `barrier` of dot waits); every other CTA
-    barrier of theirs becomes a named barrier over the consumers alone (lowering). A ring
-    after the first starts only once every consumer warp has reached its place (a hand-over
-    barrier: its stages may reuse an earlier ring's memory). All barriers are initialized
-    before the split; new ones are placed after the kernel's shared memory. With 8 or more
-    consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
-    A kernel whose TMA loads sit deeper than one loop, or that also has cp.async rings (a
-    tile copied once before the loops is fine: the consumers copy it), or whose loads need
-    anything but scalar index math (block indices read from memory the kernel never writes
-    count as such), is an error.
+    `scf.if tile.in_producer_warps`. The producer runs the TMA loads (in the same loops, at
+    any depth, carrying only the index math the loads need, cloned from the consumers'), each
+    fill f first waiting, where active, for its stage's "empty" mbarrier to complete the
+    consumers' release of fill f - stages; the consumers (the kernel's num_warps warps, laid
+    out as before) run the rest, and where a loop refilled a stage each of their warps now
+    arrives on that stage's empty barrier instead, in every iteration (the releases of a
+    loop's last iterations let the next loop's, or the next tile's, first fills go), so the
+    CTA barriers that protected refills go (`sync` of stage waits, `barrier` of dot waits);
+    every other CTA barrier of theirs becomes a named barrier over the consumers alone
+    (lowering). All barriers are initialized before the split; new ones are placed after the
+    kernel's shared memory (tile-allocate-shared-memory never lets its rings share memory).
+    With 8 or more consumer warps the producer gives registers back (setmaxnreg) and the
+    consumers take them. A kernel whose TMA loads sit in anything but loops, whose rings are
+    initialized elsewhere than in its body, that also has cp.async rings (a tile copied once
+    before the loops is fine: the consumers copy it), or whose loads need anything but scalar
+    index math (block indices read from memory the kernel never writes count as such), is an
+    error.
   }];
 }
 

@@ -424,34 +424,24 @@ def Tile_InitBarriersOp : Tile_Op<"init_barriers", [MemoryEffects<[MemWrite]>]> 
   let hasVerifier = 1;
 }
 
-def Tile_InvalBarriersOp : Tile_Op<"inval_barriers", [MemoryEffects<[MemWrite]>]> {
-  let summary = "retire a ring of mbarriers, so that their memory may be initialized again";
-  let description = [{
-    After every wait on them, and a CTA barrier (a pipelined loop's end): the loop may run
-    again (inside an outer loop) and initialize them anew.
-
-    Example: `tile.inval_barriers %bars : !tile.shared<3 x tensor<1xi64>>`
-  }];
-  let arguments = (ins Tile_SharedBufferType:$barriers);
-  let assemblyFormat = "$barriers attr-dict `:` qualified(type($barriers))";
-  let hasVerifier = 1;
-}
-
 def Tile_TmaLoadOp : Tile_Op<"tma_load", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "start copying a block pointer's block into one stage of a ring (TMA)";
   let description = [{
-    Where `active`, one thread arrives on `barriers[slot]` expecting the block's bytes and
-    has the tensor memory accelerator copy the block of the tensor `map` describes at the
-    block pointer's offsets into `buffer[slot]`, in the stage's swizzled layout (one copy per
-    128-byte-wide atom); elements outside the tensor read zero. The barrier's phase completes
-    when all its loads have landed (`tile.wait_barrier`).
+    The ring's fill number `fill` of this load: where `active`, one thread arrives on
+    `barriers[fill % stages]` expecting the block's bytes and has the tensor memory
+    accelerator copy the block of the tensor `map` describes at the block pointer's offsets
+    into `buffer[fill % stages]`, in the stage's swizzled layout (one copy per 128-byte-wide
+    atom); elements outside the tensor read zero. The barrier's phase fill / stages completes
+    when all its loads have landed (`tile.wait_barrier`); a producer warpgroup
+    (tile-specialize-warps) first waits until the stage's previous contents, fill - stages,
+    have been released.
 
-    Example: `tile.tma_load %map, %bp into %buf[%slot], %bars if %active : !tile.block_ptr<tensor<128x64xf16>>, !tile.shared<3 x tensor<128x64xf16>>, !tile.shared<3 x tensor<1xi64>>`
+    Example: `tile.tma_load %map, %bp into %buf[%fill], %bars if %active : !tile.block_ptr<tensor<128x64xf16>>, !tile.shared<3 x tensor<128x64xf16>>, !tile.shared<3 x tensor<1xi64>>`
   }];
   let arguments = (ins Tile_TensorMapType:$map, Tile_BlockPointerType:$ptr, Tile_SharedBufferType:$buffer,
-                       I32:$slot, Tile_SharedBufferType:$barriers, I1:$active);
+                       I32:$fill, Tile_SharedBufferType:$barriers, I1:$active);
   let assemblyFormat = [{
-    $map `,` $ptr `into` $buffer `[` $slot `]` `,` $barriers `if` $active attr-dict `:`
+    $map `,` $ptr `into` $buffer `[` $fill `]` `,` $barriers `if` $active attr-dict `:`
     qualified(type($ptr)) `,` qualified(type($buffer)) `,` qualified(type($barriers))
   }];
   let hasVerifier = 1;
