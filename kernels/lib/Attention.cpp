@@ -368,8 +368,7 @@ std::array<std::vector<dsl::Config>, 3> sparseSpaces(int64_t padded, int64_t mas
     add(space, forMask(config, mask_bm, mask_bn, rowsKey));
   };
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::keys_values))
-    if (!config.get("warp_specialize", 0)) // its loads sit in a loop over the GQA group's heads
-      addBoth(spaces[1], config, "BLOCK_N");
+    addBoth(spaces[1], config, "BLOCK_N");
   for (const dsl::Config &config : attention_backward_configs(padded, false, BackwardPass::queries))
     addBoth(spaces[2], config, "BLOCK_M");
   return spaces;
@@ -813,10 +812,6 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                                              "attention_backward_configs(keys_values)"),
                                    queriesConfig = sparseConfig(options.queries_config, mask, padded,
                                                                 "attention_backward_configs(queries)");
-  if (keysConfig && keysConfig->get("warp_specialize", 0))
-    fail("config " + options.keys_values_config->str() +
-         ": the block-sparse dK/dV pass takes no warp_specialize configs (its loads sit in a loop over the GQA "
-         "group's heads)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
   const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));

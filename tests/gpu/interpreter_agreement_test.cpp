@@ -366,14 +366,13 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     // The backward's spaces with block pointers on every config (the block-sparse spaces have
     // each config both ways).
     for (auto pass : {kernels::BackwardPass::keys_values, kernels::BackwardPass::queries})
-      for (dsl::Config config : kernels::attention_backward_configs(d, false, pass))
-        if (!(pass == kernels::BackwardPass::keys_values && config.get("warp_specialize", 0))) {
-          config.set("BLOCK_POINTERS", 1);
-          kernels::AttentionOptions backward;
-          (pass == kernels::BackwardPass::keys_values ? backward.keys_values_config : backward.queries_config) = config;
-          expectAgreement(run({}, backward), "backward " + config.str());
-          ++configs;
-        }
+      for (dsl::Config config : kernels::attention_backward_configs(d, false, pass)) {
+        config.set("BLOCK_POINTERS", 1);
+        kernels::AttentionOptions backward;
+        (pass == kernels::BackwardPass::keys_values ? backward.keys_values_config : backward.queries_config) = config;
+        expectAgreement(run({}, backward), "backward " + config.str());
+        ++configs;
+      }
     EXPECT_GE(configs, 6) << "d = " << d;
   }
 }

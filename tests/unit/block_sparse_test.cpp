@@ -298,15 +298,14 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
       ++forwards;
     }
   for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
-    for (dsl::Config config : attention_backward_configs(64, false, pass))
-      if (!(pass == BackwardPass::keys_values && config.get("warp_specialize", 0))) {
-        config.set("BLOCK_POINTERS", 1); // the block-sparse spaces have each config both ways
-        SCOPED_TRACE(config.str());
-        AttentionOptions options;
-        (pass == BackwardPass::keys_values ? options.keys_values_config : options.queries_config) = config;
-        checkBackward(p, mask, stripes, partial, {}, {}, options);
-        ++backwards;
-      }
+    for (dsl::Config config : attention_backward_configs(64, false, pass)) {
+      config.set("BLOCK_POINTERS", 1); // the block-sparse spaces have each config both ways
+      SCOPED_TRACE(config.str());
+      AttentionOptions options;
+      (pass == BackwardPass::keys_values ? options.keys_values_config : options.queries_config) = config;
+      checkBackward(p, mask, stripes, partial, {}, {}, options);
+      ++backwards;
+    }
   EXPECT_GE(forwards, 3);
   EXPECT_GE(backwards, 3);
 }
@@ -434,11 +433,6 @@ TEST_F(BlockSparse, BackwardRejectsBadModifiersOptionsAndConfigs) {
   alien.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
   expectError(BlockSparseAttention(), alien,
               "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
-  AttentionOptions producer; // a dense dK/dV config the sparse pass cannot take
-  producer.keys_values_config = attention_backward_configs(32, false, BackwardPass::keys_values).front();
-  producer.keys_values_config->set("BLOCK_N", 32);
-  producer.keys_values_config->set("warp_specialize", 1);
-  expectError(BlockSparseAttention(), producer, "the block-sparse dK/dV pass takes no warp_specialize configs");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.
