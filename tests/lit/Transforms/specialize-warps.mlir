@@ -211,8 +211,9 @@ func.func @nothing_to_produce() attributes {tile.warp_specialize, tile.num_warps
 
 // -----
 
-// A persistent kernel: programs walk tiles, each tile's two loops (unmasked and masked blocks)
-// fill one ring whose fills are numbered across loops and tiles (carried by the tile loop).
+// Loops in a loop (programs walking tiles here; block-sparse dK/dV's loop over a GQA group's
+// heads): each tile's two loops (unmasked and masked blocks) fill one ring whose fills are
+// numbered across loops and tiles (carried by the tile loop).
 // The producer mirrors the tile loop, carrying only the fill count: the next loop's and the
 // next tile's first fills wait for the consumers' releases like any refill, so they are
 // issued while the consumers still compute on the previous loop's last stages.
