@@ -432,7 +432,7 @@ public:
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     SmallVector<Value> filled;
     for (auto &[loop, loads] : tmaOf) {
-      if (holdsTmaLoop(loop) || !inLoopsOnly(loop))
+      if (holdsTmaLoop(loop) || !inLoopsAndBranches(loop))
         continue; // its loads stay block loads: the numbering cannot follow them
       if (!ringOf(loads)) {
         TmaRing &ring = rings.emplace_back();
@@ -470,13 +470,39 @@ private:
              }).wasInterrupted();
   }
 
-  /// Whether only loops lie between `loop` and the kernel (through which the fill numbers
-  /// travel as carried values).
-  static bool inLoopsOnly(Operation *loop) {
+  /// Whether only loops and branches lie between `loop` and the kernel (through which the
+  /// fill numbers travel as carried values and results).
+  static bool inLoopsAndBranches(Operation *loop) {
     for (Operation *parent = loop->getParentOp(); !isa<func::FuncOp>(parent); parent = parent->getParentOp())
-      if (!isa<scf::ForOp>(parent))
+      if (!isa<scf::ForOp, scf::IfOp>(parent))
         return false;
     return true;
+  }
+
+  /// Carries the fill numbers through `branch` (which holds loops that fill rings): both
+  /// branches yield their numbers after them, as new results.
+  void carryThrough(scf::IfOp branch, SmallVector<Value> &filled) {
+    OpBuilder b(branch);
+    SmallVector<Type> types(branch.getResultTypes());
+    types.append(filled.size(), b.getI32Type());
+    auto carrier = scf::IfOp::create(b, branch.getLoc(), types, branch.getCondition(), /*addThenBlock=*/false,
+                                     /*addElseBlock=*/false);
+    carrier.getThenRegion().takeBody(branch.getThenRegion());
+    if (branch.getElseRegion().empty()) {
+      OpBuilder atElse = OpBuilder::atBlockEnd(&carrier.getElseRegion().emplaceBlock());
+      scf::YieldOp::create(atElse, branch.getLoc());
+    } else {
+      carrier.getElseRegion().takeBody(branch.getElseRegion());
+    }
+    for (Region *region : {&carrier.getThenRegion(), &carrier.getElseRegion()}) {
+      SmallVector<Value> inner(filled);
+      visit(region->front(), &inner);
+      Operation *yield = region->front().getTerminator();
+      yield->insertOperands(yield->getNumOperands(), inner);
+    }
+    branch->replaceAllUsesWith(carrier.getResults().take_front(branch.getNumResults()));
+    branch->erase();
+    filled.assign(carrier.getResults().drop_front(types.size() - filled.size()).begin(), carrier.getResults().end());
   }
 
   /// Pipelines the loops in `block` in program order; with `filled`, each ring's fill number
@@ -502,6 +528,10 @@ private:
         for (auto [k, result] : llvm::enumerate(carrier.getResults().drop_front(first)))
           (*filled)[k] = result;
         pipelineCopies(carrier);
+        continue;
+      }
+      if (auto branch = dyn_cast<scf::IfOp>(op); branch && filled && !filled->empty() && holdsTmaLoop(branch)) {
+        carryThrough(branch, *filled);
         continue;
       }
       for (Region &region : op.getRegions())

@@ -446,3 +446,49 @@ func.func @ring_across_loops(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, 
   }
   return
 }
+
+// -----
+
+// A loop in a branch (the DSL's if_) fills the ring too: the branch yields the count after it
+// (the other branch the count before), and the loop after the branch continues from there.
+// CHECK-LABEL: func.func @ring_in_branch
+// CHECK: %[[RING:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK: %[[BRANCH:.*]]:2 = scf.if %{{.*}} -> (tensor<64x64xf32>, i32) {
+// CHECK-NEXT: scf.yield %{{.*}}, %c0_i32 : tensor<64x64xf32>, i32
+// CHECK: } else {
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[RING]][%c0_i32]
+// CHECK: scf.for
+// CHECK: tile.wait_barrier
+// CHECK: %[[TRIPS:.*]] = arith.maxsi
+// CHECK: scf.yield %{{.*}}, %[[TRIPS]] : tensor<64x64xf32>, i32
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[RING]][%[[BRANCH]]#1]
+// CHECK: scf.for
+// CHECK: arith.addi %[[BRANCH]]#1
+func.func @ring_in_branch(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i32 {tile.divisibility = 16 : i32},
+                          %skip: i1, %q: tensor<64x64xf16>) -> tensor<64x64xf32>
+    attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = scf.if %skip -> (tensor<64x64xf32>) {
+    scf.yield %zero : tensor<64x64xf32>
+  } else {
+    %r = scf.for %i = %c0 to %n step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+      %p = tile.advance %p0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    scf.yield %r : tensor<64x64xf32>
+  }
+  %second = scf.for %i = %c0 to %n step %c64 iter_args(%acc = %first) -> (tensor<64x64xf32>) : i32 {
+    %p = tile.advance %p0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %second : tensor<64x64xf32>
+}

@@ -21,10 +21,10 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     `tile.tensor_map` attribute says how the launcher builds it). Loops loading the same blocks
     (maps and tiles) fill one ring, made at the kernel's start with an mbarrier a stage
     (`tile.init_barriers`), whose fills are numbered across those loops in program order
-    (`tile.tma_load`s name their fill number; loops around them carry the count): the
-    masked loop continues the unmasked one's numbering, an outer loop's next iteration the
-    previous one's. Each iteration waits for its stage's phase (`tile.wait_barrier {sync}`).
-    Every pipelined loop ends with `tile.async_wait 0` (a CTA
+    (`tile.tma_load`s name their fill number; loops and branches around them carry the
+    count): the masked loop continues the unmasked one's numbering, an outer loop's next
+    iteration the previous one's. Each iteration waits for its stage's phase
+    (`tile.wait_barrier {sync}`). Every pipelined loop ends with `tile.async_wait 0` (a CTA
     barrier). With `tile.invariant_operands_in_shared` on the kernel, a
     tile loaded outside loops and used only by dots inside them is copied once into a
     one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
