@@ -360,7 +360,7 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
       args = nextIteration(b, loop, body, args);
     Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
     Value position = place(b, constant(b, s));
-    rings.fill(b, loc, body, args, active, ring ? stageOf(b, position) : position, position);
+    rings.fill(b, loc, body, args, active, stageOf(b, position), position);
   }
 
   // In the body: wait for this iteration's stage (with a barrier: every thread is done with the

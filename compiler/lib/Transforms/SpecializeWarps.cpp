@@ -33,6 +33,12 @@ bool holdsTmaLoads(Operation *op) {
   return op->walk([](TmaLoadOp) { return WalkResult::interrupt(); }).wasInterrupted();
 }
 
+/// The stage `load`'s fill number `fill` lands in (fill % stages).
+Value stageOf(OpBuilder &b, TmaLoadOp load, Value fill) {
+  Value stages = arith::ConstantOp::create(b, load.getLoc(), b.getI32IntegerAttr(load.getBuffer().getType().getStages()));
+  return arith::RemUIOp::create(b, load.getLoc(), fill, stages);
+}
+
 /// The producer's program: the consumers' TMA loads, each waiting until the consumers have
 /// released its stage's previous contents, with the index math they need cloned on demand
 /// (pure scalar and block-pointer ops, and loads of single values from memory the kernel never
@@ -110,7 +116,7 @@ private:
     auto constant = [&](int64_t v) { return arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(v)); };
     const int64_t stages = first.getBuffer().getType().getStages();
     Value fill = map.lookupOrDefault(first.getFill());
-    Value slot = arith::RemUIOp::create(at, loc, fill, constant(stages));
+    Value slot = stageOf(at, first, fill);
     Value released = arith::DivUIOp::create(at, loc, arith::AddIOp::create(at, loc, fill, constant(1)), constant(stages));
     Value parity = arith::XOrIOp::create(at, loc, arith::AndIOp::create(at, loc, released, constant(1)), constant(1));
     auto active = scf::IfOp::create(at, loc, map.lookupOrDefault(first.getActive()), /*withElseRegion=*/false);
@@ -159,7 +165,7 @@ private:
       } else if (Operation *def = value.getDefiningOp(); def && def->getBlock() == body) {
         if (def->getNumRegions() == 0)
           worklist.insert(def->getOperands().begin(), def->getOperands().end());
-      } else if (!def || def->getBlock() != body) {
+      } else {
         outside.insert(value); // defined around the loop
       }
     }
@@ -320,11 +326,9 @@ LogicalResult specialize(func::FuncOp func) {
                               [&](WaitBarrierOp wait) { return wait.getBarriers() == load.getBarriers(); });
     if (waits && releasing.insert({block, load.getBarriers()}).second) {
       OpBuilder at(load);
-      Location where = load.getLoc();
-      Value stages = arith::ConstantOp::create(at, where, at.getI32IntegerAttr(load.getBuffer().getType().getStages()));
-      Value slot = arith::RemUIOp::create(at, where, load.getFill(), stages);
-      Value always = arith::ConstantOp::create(at, where, at.getBoolAttr(true));
-      ArriveBarrierOp::create(at, where, emptyOf.lookup(load.getBarriers()), slot, always);
+      Value always = arith::ConstantOp::create(at, load.getLoc(), at.getBoolAttr(true));
+      ArriveBarrierOp::create(at, load.getLoc(), emptyOf.lookup(load.getBarriers()), stageOf(at, load, load.getFill()),
+                              always);
     }
     load.erase();
   }
