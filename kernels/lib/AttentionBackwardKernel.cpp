@@ -3,6 +3,7 @@
 #include "tessera/kernels/online_softmax.h"
 
 #include <cmath>
+#include <optional>
 
 namespace tessera::kernels::detail {
 namespace {
@@ -132,11 +133,15 @@ template <typename T> Kernel keysAndValues() {
         visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
-      Tile ds_t = accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc,
-                                       dv_acc);
+      std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
+      std::function<void(const Tile &)> dq_product;
+      if (atomic_dq)
+        dq_product = [&](const Tile &ds_t) { dq_share = dot(trans(ds_t), k_tile); };
+      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc,
+                           dq_product);
       if (atomic_dq) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
         bulk_add(dqAccumHead(dq_accum, batch.to<i32>() * heads_q + head.to<i32>(), n_q, d) + start.to<i64>() * d,
-                 dot(trans(ds_t), k_tile), dqAccumOrder(d));
+                 *dq_share, dqAccumOrder(d));
       Tile next = start + bm, wrap = next >= n_q;
       start = where(wrap, m_begin, next);
       member = where(wrap, member + 1, member);

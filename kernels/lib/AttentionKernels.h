@@ -106,13 +106,14 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 }
 
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
-/// saved LSE in log2 units; `visible` [keys, queries] (transposed) or [queries, keys] drops
-/// out-of-bounds and masked pairs. One query block's share of a key block's dV and dK (without
-/// the final scale). Returns dS^T in q's dtype (dQ's share is dS K).
-inline dsl::Tile accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q,
-                                      const dsl::Tile &dout, const dsl::Tile &row_lse, const dsl::Tile &row_delta,
-                                      const dsl::Tile &visible, const ScoreTransform &score, dsl::Tile &dk_acc,
-                                      dsl::Tile &dv_acc) {
+/// saved LSE in log2 units; `visible` [keys, queries] (transposed) drops out-of-bounds and
+/// masked pairs. One query block's share of a key block's dV and dK (without the final scale).
+/// `with_ds` gets dS^T in q's dtype before dK's product is issued (so that dQ's share, dS K,
+/// issued there, overlaps it).
+inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
+                                 const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
+                                 const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc,
+                                 const std::function<void(const dsl::Tile &)> &with_ds = {}) {
   using namespace tessera::dsl;
   // Both products of the block first: on Hopper (async wgmma) P^T is computed while dP^T runs,
   // and dS^T while dV's product runs.
@@ -124,8 +125,9 @@ inline dsl::Tile accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, co
   if (score.slope)
     ds_t = ds_t * score.slope(s_t);
   Tile ds_t16 = ds_t.to(q.dtype());
+  if (with_ds)
+    with_ds(ds_t16);
   dk_acc = dot(ds_t16, q, dk_acc);
-  return ds_t16;
 }
 
 /// One key block's share of a query block's dQ (without the final scale).

@@ -196,6 +196,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
     pm.addPass(createTileVectorizeMemory());
+    pm.addPass(createTileStageDotOperands()); // e.g. dS for dQ's wgmma, read from shared memory
     pm.addPass(createTileAllocateSharedMemory());
     pm.addPass(createTileAsyncDots());
     pm.addPass(createTileSpecializeWarps());

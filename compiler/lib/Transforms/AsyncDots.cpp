@@ -72,6 +72,16 @@ bool refillsMovable(Block &body) {
   return true;
 }
 
+/// Whether `op` stores into a stage `dot` reads (a tile.shared_store: the dot must be done
+/// with the old contents).
+bool overwritesOperandOf(Operation *op, DotOp dot) {
+  auto store = dyn_cast<SharedStoreOp>(op);
+  return store && llvm::any_of(dot->getOperands(), [&](Value operand) {
+           auto load = operand.getDefiningOp<SharedLoadOp>();
+           return load && load.getBuffer() == store.getBuffer();
+         });
+}
+
 /// Waits for `values` (results of async dots) before `at`, all but the last `pending` dots
 /// done; later reads of the values read the wait's results.
 DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool barrier) {
@@ -136,7 +146,7 @@ void placeWaits(Block &block) {
   bool onlyChains =
       llvm::all_of(dots, [&](DotOp dot) { return chainsToNextDot(dot) || llvm::is_contained(carried, dot); });
   if (!loop || !onlyChains || !refillsMovable(block) ||
-      llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op); }))
+      llvm::any_of(block, [](Operation &op) { return holdsAsyncWork(&op) || isa<SharedStoreOp>(op); }))
     carried.clear();
   else
     keepInFlight(loop, carried, int64_t(dots.size()), dots.back());
@@ -145,12 +155,14 @@ void placeWaits(Block &block) {
     if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
       continue;
     // The first op that reads the result, issues or waits for dots we cannot count, or refills
-    // a stage the dot may be reading; the terminator at the latest.
+    // a stage the dot may be reading (a copy, or a store into its operand's stage); the
+    // terminator at the latest.
     int64_t pending = 0;
     Operation *at = dot->getNextNode();
     for (;; at = at->getNextNode()) {
       bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
-      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || at->hasTrait<OpTrait::IsTerminator>())
+      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || overwritesOperandOf(at, dot) ||
+          at->hasTrait<OpTrait::IsTerminator>())
         break;
       pending += isAsyncDot(at);
     }

@@ -225,13 +225,15 @@ func.func @mma_sync_elsewhere(%p: tensor<128x32xbf16, #tile.dot_op<opIdx = 0, pa
 
 // An async dot is issued and committed without a wait; tile.dot_wait waits (leaving `pending`
 // groups in flight) and hands the accumulators through, then synchronizes the CTA with
-// `barrier`. A zero accumulator is not loaded: the first step of k has scale-d 0.
+// `barrier`. A zero accumulator is not loaded: the first step of k has scale-d 0. Each
+// operand's descriptor is computed once; a step adds its offset (16-byte units: 32 bytes
+// along k within the 128-byte atom) in its own instruction.
 // CHECK-LABEL: llvm.func @async_wgmma
 // CHECK: wgmma.commit_group.sync.aligned
 // CHECK-NOT: wgmma.wait_group
-// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 0, 1, 1, 0, 0;", "{{(=f,)+}}l,l" %{{[0-9]+}}, %{{[0-9]+}} :
+// CHECK: add.s64 da, $32, 0;\0Aadd.s64 db, $33, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, da, db, 0, 1, 1, 0, 0;\0A}", "{{(=f,)+}}l,l" %[[A:[0-9]+]], %[[B:[0-9]+]] :
 // CHECK-NEXT: llvm.extractvalue
-// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 1, 1, 1, 0, 0;
+// CHECK: add.s64 da, $32, 2;\0Aadd.s64 db, $33, 2;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, da, db, 1, 1, 1, 0, 0;\0A}", "{{.*}}" %[[A]], %[[B]],
 // CHECK: wgmma.commit_group.sync.aligned
 // CHECK: wgmma.wait_group.sync.aligned 1;{{.*}}"=f,=f,
 // CHECK-NOT: barrier0
@@ -251,6 +253,42 @@ func.func @async_wgmma(%acc: tensor<64x64xf32, #mma>, %slot: i32, %out: !tile.pt
   tile.dot_wait {barrier, pending = 0 : i32}
   %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>, #mma>
   tile.store %os, %dw : tensor<64x64x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
+#s = #tile.mma<warpsPerCTA = [4, 2]>
+#kv = #tile.mma<warpsPerCTA = [8, 1]>
+
+// A tile stored from registers (tile-stage-dot-operands' P): a barrier (readers of the old
+// contents are done), one stmatrix.x4 per 16x16 block a warp holds (64x128 on [4, 2] warps:
+// 16 rows x 64 columns, 4 blocks), the fence to the tensor cores' proxy, a barrier. The dot
+// reads it transposed, as an MN-major A (trans-a 1): its steps of k lie 16 stored rows (2048
+// bytes, 128 descriptor units) apart; B, dO's stage, is MN-major too.
+// CHECK-LABEL: llvm.func @staged_a
+// CHECK: nvvm.barrier0
+// CHECK-COUNT-4: stmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-NOT: stmatrix
+// CHECK: fence.proxy.async.shared::cta
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: add.s64 da, ${{[0-9]+}}, 0;\0Aadd.s64 db, ${{[0-9]+}}, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {{.*}}, da, db, 1, 1, 1, 1, 1;
+// CHECK: add.s64 da, ${{[0-9]+}}, 128;\0Aadd.s64 db, ${{[0-9]+}}, 128;\0Awgmma.mma_async
+// CHECK: add.s64 da, ${{[0-9]+}}, 256;
+// CHECK: add.s64 da, ${{[0-9]+}}, 384;{{.*}}wgmma.mma_async
+// CHECK-NOT: wgmma.mma_async
+// CHECK: wgmma.commit_group.sync.aligned
+func.func @staged_a(%p: tensor<64x128xf16, #s>, %acc: tensor<128x128xf32, #kv>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.shared_memory = 49152 : i64} {
+  %ps = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<64x128xf16>>
+  %dos = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %c0 = arith.constant 0 : i32
+  tile.shared_store %p, %ps[%c0] : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
+  %pt = tile.shared_load %ps[%c0] {transposed} : !tile.shared<1 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>>
+  %dout = tile.shared_load %dos[%slot] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>>
+  %d = tile.dot %pt, %dout, %acc : tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>> * tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>> -> tensor<128x128xf32, #kv>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<128x128x!tile.ptr<f32>, #kv>
+  tile.store %os, %d : tensor<128x128x!tile.ptr<f32>, #kv>
   return
 }
 

@@ -200,3 +200,31 @@ func.func @synchronous(%p: tensor<128x64xf16, #a>) -> tensor<128x64xf32, #mma>
   %x = tile.dot %p, %vs, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
   return %x : tensor<128x64xf32, #mma>
 }
+
+// -----
+
+#kv = #tile.mma<warpsPerCTA = [8, 1]>
+#s = #tile.mma<warpsPerCTA = [4, 2]>
+
+// A dot reading a stage stored from registers (P^T for dV) is waited for before the next
+// store into that stage, not before a store into another one.
+// CHECK-LABEL: func.func @store_into_read_stage
+// CHECK: %[[D:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.shared_store %{{.*}}, %[[OTHER:.*]][
+// CHECK-NEXT: %[[DW:.*]] = tile.dot_wait %[[D]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: tile.shared_store %{{.*}}, %[[READ:.*]][
+// CHECK: return %[[DW]]
+func.func @store_into_read_stage(%p: tensor<64x128xf16, #s>, %acc: tensor<128x128xf32, #kv>) -> tensor<128x128xf32, #kv>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %ps = tile.shared_alloc : !tile.shared<1 x tensor<64x128xf16>>
+  %other = tile.shared_alloc : !tile.shared<1 x tensor<64x128xf16>>
+  %dos = tile.shared_alloc : !tile.shared<2 x tensor<64x128xf16>>
+  tile.shared_store %p, %ps[%c0] : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
+  %pt = tile.shared_load %ps[%c0] {transposed} : !tile.shared<1 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>>
+  %dout = tile.shared_load %dos[%c0] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>>
+  %d = tile.dot %pt, %dout, %acc : tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>> * tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>> -> tensor<128x128xf32, #kv>
+  tile.shared_store %p, %other[%c0] : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
+  tile.shared_store %p, %ps[%c0] : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
+  return %d : tensor<128x128xf32, #kv>
+}

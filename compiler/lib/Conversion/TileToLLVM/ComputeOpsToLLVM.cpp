@@ -240,6 +240,75 @@ struct SharedLoadLowering : ConvertOpToLLVMPattern<SharedLoadOp> {
   }
 };
 
+/// Whether stmatrix can store `type`: 16-bit elements in an mma layout whose warps hold whole
+/// 16x16 blocks, into a swizzled tile (rows of at least 32 bytes).
+bool storesWithStmatrix(RankedTensorType type) {
+  auto mma = dyn_cast_or_null<MmaEncodingAttr>(type.getEncoding());
+  if (!mma || type.getRank() != 2 || type.getElementType().getIntOrFloatBitWidth() != 16)
+    return false;
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  return rows % (16 * mma.getWarpsPerCTA()[0]) == 0 && cols % (16 * mma.getWarpsPerCTA()[1]) == 0 && cols * 2 >= 32;
+}
+
+/// The mma-layout tile `registers` of `type` into the swizzled tile at `base`: stmatrix.x4 per
+/// 16x16 block a warp holds, matrix q its rows +8*(q%2), columns +8*(q/2) (the registers of
+/// mma's accumulator fragments, paired); lane l points at row l%8 of matrix l/8. One address a
+/// block instead of one a register pair.
+void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType type, ArrayRef<Value> registers) {
+  auto layout = toLinearLayout(type.getEncoding(), type.getShape());
+  auto index = registerIndex(layout);
+  Values warp = warpOffset(b, loc, layout);
+  Value lane = threadId(b, loc).lane;
+  auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
+  Value laneRow = LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7));
+  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3));
+  Value matrixRow = LLVM::ShlOp::create(b, loc, LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1)),
+                                        i32Constant(b, loc, 3));
+  Value matrixCol = LLVM::ShlOp::create(b, loc, LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1)),
+                                        i32Constant(b, loc, 3));
+  Value row0 = LLVM::AddOp::create(b, loc, LLVM::AddOp::create(b, loc, warp[0], laneRow), matrixRow);
+  Value col0 = LLVM::AddOp::create(b, loc, warp[1], matrixCol);
+  Type element = type.getElementType();
+  for (const auto &[corner, reg] : index) {
+    if (corner[0] % 16 != 0 || corner[1] % 16 != 0)
+      continue;
+    Values words;
+    for (int q = 0; q < 4; ++q) {
+      layout::Coord at{corner[0] + 8 * (q % 2), corner[1] + 8 * (q / 2)};
+      words.push_back(packPair(b, loc, registers[index.at(at)], registers[index.at({at[0], at[1] + 1})]));
+    }
+    Value idx = sharedIndex(b, loc, {add(row0, corner[0]), add(col0, corner[1])}, type.getShape(), 2, /*swizzle=*/true);
+    Value address = LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx});
+    words.insert(words.begin(), address);
+    ptx(b, loc, Type(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "l,r,r,r,r", words,
+        true);
+  }
+}
+
+/// A tile from registers into a stage, laid out as the rings' stages are. The barrier before
+/// it: every warp is done reading the stage's previous contents (async dots that read it were
+/// waited for before the store); after it, the fence hands the stores to the tensor cores'
+/// (async) proxy and the barrier makes all of them visible.
+struct SharedStoreLowering : ConvertOpToLLVMPattern<SharedStoreOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(SharedStoreOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = cast<RankedTensorType>(op.getValue().getType());
+    Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
+    Values registers = unpack(rewriter, loc, adaptor.getValue());
+    barrier(rewriter, loc);
+    if (storesWithStmatrix(type))
+      storeWithStmatrix(rewriter, loc, stage, type, registers);
+    else
+      storeTileToShared(rewriter, loc, stage, toLinearLayout(type.getEncoding(), type.getShape()), registers,
+                        registerType(getTypeConverter(), type), /*swizzle=*/true);
+    ptx(rewriter, loc, Type(), "fence.proxy.async.shared::cta;", "", {}, true);
+    barrier(rewriter, loc);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// Value as i32 for a shuffle, and back.
 Value toShuffleWord(OpBuilder &b, Location loc, Value v) {
   Type type = v.getType();
@@ -668,7 +737,7 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
                MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, DotWaitLowering, PrintLowering,
-               SharedLoadLowering,
+               SharedLoadLowering, SharedStoreLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);

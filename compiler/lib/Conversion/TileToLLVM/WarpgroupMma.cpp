@@ -1,6 +1,6 @@
 // Hopper's warpgroup MMA: a tensor-core dot as wgmma.mma_async.m64nNk16, B (and A, unless it
 // is in registers) read by the tensor cores straight from a swizzled shared-memory stage
-// through 64-bit matrix descriptors.
+// through 64-bit matrix descriptors, K-major or MN-major.
 //
 // The mma layout of such a dot gives every warp 16 rows (warpsPerCTA = [4g, s], M = 64g), which
 // is wgmma's accumulator layout: warp w of a warpgroup holds rows 64m + 16w + {l/4, l/4 + 8} and
@@ -41,24 +41,28 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingB
                             LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(int64_t(fields))));
 }
 
-/// Descriptor of the 16-wide step `kk` of k and the rows (A: m, B: n) from `first` on.
-Value operandDescriptor(OpBuilder &b, Location loc, const Stage &op, bool kMajor, Value first, int64_t kk) {
+/// The descriptor of a warpgroup's rows (A: m, B: n) from `first` on (i32; a multiple of the
+/// atom's columns when MN-major), at the first step of k.
+Value baseDescriptor(OpBuilder &b, Location loc, const Stage &op, bool kMajor, Value first) {
   int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, atomBytes = atomCols * 2;
-  auto elementOffset = [&](Value offset) {
-    return LLVM::GEPOp::create(b, loc, op.start.getType(), b.getI16Type(), op.start, ValueRange{offset}).getResult();
-  };
-  if (kMajor) {
-    // k along the stored rows (K-major): step kk lies within one atom; 8-row groups 8 rows apart.
-    int64_t k = kk * 16, atom = k / atomCols;
-    Value offset = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, first, i32Constant(b, loc, atomCols)),
-                                       i32Constant(b, loc, atom * op.rows * atomCols + k % atomCols));
-    return matrixDescriptor(b, loc, elementOffset(offset), 16, 8 * atomBytes, swizzleMode(atomBytes));
-  }
-  // k down the stored columns (MN-major): rows kk*16.., atoms of 64 along m/n one atom apart.
-  Value atom = LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols));
-  Value offset = LLVM::AddOp::create(b, loc, LLVM::MulOp::create(b, loc, atom, i32Constant(b, loc, op.rows * atomCols)),
-                                     i32Constant(b, loc, kk * 16 * atomCols));
-  return matrixDescriptor(b, loc, elementOffset(offset), op.rows * atomBytes, 8 * atomBytes, swizzleMode(atomBytes));
+  Value offset = kMajor ? LLVM::MulOp::create(b, loc, first, i32Constant(b, loc, atomCols)).getResult()
+                        : LLVM::MulOp::create(b, loc, LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols)),
+                                              i32Constant(b, loc, op.rows * atomCols))
+                              .getResult();
+  Value start = LLVM::GEPOp::create(b, loc, op.start.getType(), b.getI16Type(), op.start, ValueRange{offset});
+  // K-major: k along the stored rows, 8-row groups 8 rows apart; MN-major: k down the stored
+  // columns, atoms of 64 along m/n one atom apart.
+  return matrixDescriptor(b, loc, start, kMajor ? 16 : op.rows * atomBytes, 8 * atomBytes, swizzleMode(atomBytes));
+}
+
+/// Elements from a base descriptor's start to the 16-wide step `kk` of k of the rows `n0`
+/// further on (a multiple of the atom's columns when MN-major): a step within an atom (K-major)
+/// or 16 rows down (MN-major).
+int64_t stepOffset(const Stage &op, bool kMajor, int64_t n0, int64_t kk) {
+  int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, k = kk * 16;
+  if (kMajor)
+    return n0 * atomCols + k / atomCols * op.rows * atomCols + k % atomCols;
+  return n0 / atomCols * op.rows * atomCols + k * atomCols;
 }
 
 std::string registerList(int64_t first, int64_t count) {
@@ -129,35 +133,43 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   aPacked.assign(through.begin(), through.begin() + aPacked.size());
   if (!zeroAcc)
     c.assign(through.begin() + aPacked.size(), through.end());
+  // Each operand's descriptor is computed once; every instruction adds its step's offset
+  // inside its own PTX, so that a loop around the dot holds one descriptor an operand, not one
+  // a step (LLVM would hoist them all, 2 registers each).
+  Value aBase = a ? baseDescriptor(rewriter, loc, *a, a->kMajor(false), warpgroupRow) : Value();
+  Value bBase = baseDescriptor(rewriter, loc, *b, b->kMajor(true), sliceColumn);
   for (int64_t kk = 0; kk < K / 16; ++kk)
     for (int64_t n0 = 0; n0 < slice; n0 += width) {
       int64_t count = width / 2; // accumulators a thread holds
       Values operands;
-      std::string aOperand, constraints;
+      std::string aOperand, constraints, steps = a ? "{\n.reg .b64 da, db;\n" : "{\n.reg .b64 db;\n";
       for (int64_t r = 0; r < count; ++r)
         constraints += "=f,";
       if (a) {
-        operands.push_back(operandDescriptor(rewriter, loc, *a, true, warpgroupRow, kk));
-        aOperand = "$" + std::to_string(count);
+        operands.push_back(aBase);
+        steps += "add.s64 da, $" + std::to_string(count) + ", " +
+                 std::to_string(stepOffset(*a, a->kMajor(false), 0, kk) * 2 / 16) + ";\n";
+        aOperand = "da";
         constraints += "l,";
       } else {
         operands.append(aPacked.begin() + 4 * kk, aPacked.begin() + 4 * kk + 4);
         aOperand = registerList(count, 4);
         constraints += "r,r,r,r,";
       }
-      int64_t bOperand = count + int64_t(operands.size());
-      Value firstColumn = LLVM::AddOp::create(rewriter, loc, sliceColumn, i32Constant(rewriter, loc, n0));
-      operands.push_back(operandDescriptor(rewriter, loc, *b, b->kMajor(true), firstColumn, kk));
+      operands.push_back(bBase);
+      steps += "add.s64 db, $" + std::to_string(count + int64_t(operands.size()) - 1) + ", " +
+               std::to_string(stepOffset(*b, b->kMajor(true), n0, kk) * 2 / 16) + ";\n";
       constraints += "l";
       const bool accumulate = kk > 0 || !zeroAcc;
       for (int64_t r = 0; accumulate && r < count; ++r) {
         operands.push_back(c[accumulator(n0, r)]);
         constraints += "," + std::to_string(r);
       }
-      // scale-d (accumulate or not), A and B unscaled, A k-major; B transposed when MN-major.
-      std::string code = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(width) + "k16.f32." + type + "." +
-                         type + " " + registerList(0, count) + ", " + aOperand + ", $" + std::to_string(bOperand) +
-                         (accumulate ? ", 1" : ", 0") + ", 1, 1" + (a ? ", 0" : "") + (b->kMajor(true) ? ", 0;" : ", 1;");
+      // scale-d (accumulate or not), A and B unscaled; a stage is transposed when MN-major.
+      std::string code = steps + "wgmma.mma_async.sync.aligned.m64n" + std::to_string(width) + "k16.f32." + type +
+                         "." + type + " " + registerList(0, count) + ", " + aOperand + ", db" +
+                         (accumulate ? ", 1" : ", 0") + ", 1, 1" + (a ? (a->kMajor(false) ? ", 0" : ", 1") : "") +
+                         (b->kMajor(true) ? ", 0;\n}" : ", 1;\n}");
       auto resultType = LLVM::LLVMStructType::getLiteral(rewriter.getContext(), SmallVector<Type>(count, f32));
       Value d = ptx(rewriter, loc, resultType, code, constraints, operands, true);
       for (int64_t r = 0; r < count; ++r)

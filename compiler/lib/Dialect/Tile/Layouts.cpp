@@ -217,7 +217,7 @@ std::optional<StagedOperand> stagedOperand(Value operand) {
 /// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
 /// runs along the stored rows (`kMajor`) or down its columns: swizzled, whole 8-row groups,
 /// stages 1024-byte aligned, and MN-major operands in full 128-byte atoms.
-static bool describable(int64_t rows, int64_t cols, bool kMajor) {
+bool describable(int64_t rows, int64_t cols, bool kMajor) {
   const layout::SwizzledTile tile(rows, cols, 2);
   if (!llvm::isPowerOf2_64(cols) || !tile.swizzled || rows % 8 != 0 || rows * cols * 2 % 1024 != 0)
     return false;
@@ -240,9 +240,10 @@ bool lowersToWarpgroupMma(DotOp op) {
   if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (slice > 256 && slice % 256 != 0) ||
       (!b->kMajor(true) && wn > 1 && slice % 64 != 0))
     return false;
-  // A from registers, or from a stage stored [M][K].
+  // A from registers, or from a stage stored [M][K] or [K][M] (its warpgroups' 64 rows then
+  // start on a 64-column atom).
   auto a = stagedOperand(op.getA());
-  return !a || (a->kMajor(false) && describable(a->rows, a->cols, true));
+  return !a || describable(a->rows, a->cols, a->kMajor(false));
 }
 
 } // namespace tessera::tile

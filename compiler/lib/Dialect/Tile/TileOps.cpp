@@ -714,6 +714,13 @@ LogicalResult SharedLoadOp::verify() {
   return success();
 }
 
+LogicalResult SharedStoreOp::verify() {
+  auto tile = getBuffer().getType().getTileType();
+  if (!sameIgnoringLayout(getValue().getType(), tile))
+    return emitOpError() << "writes " << d(getValue().getType()) << " into stages of " << d(tile);
+  return success();
+}
+
 namespace {
 /// The ops on a ring of mbarriers: one i64 a stage.
 LogicalResult verifyBarrierRing(Operation *op, SharedBufferType barriers) {

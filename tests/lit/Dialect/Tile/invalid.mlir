@@ -442,6 +442,15 @@ func.func @shared_load_type(%slot: i32) {
 
 // -----
 
+func.func @shared_store_type(%slot: i32, %t: tensor<64x32xf16>) {
+  %buf = tile.shared_alloc : !tile.shared<1 x tensor<64x32xbf16>>
+  // expected-error @+1 {{writes f16[64x32] into stages of bf16[64x32]}}
+  tile.shared_store %t, %buf[%slot] : tensor<64x32xf16>, !tile.shared<1 x tensor<64x32xbf16>>
+  return
+}
+
+// -----
+
 func.func @init_barriers_ring() {
   %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x32xbf16>>
   // expected-error @+1 {{needs stages of tensor<1xi64>, not bf16[64x32]}}

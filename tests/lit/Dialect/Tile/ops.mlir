@@ -147,6 +147,8 @@ func.func @pipelines(%p: tensor<64x32x!tile.ptr<bf16>>, %m: tensor<64x32xi1>, %s
   tile.async_wait 1
   // CHECK: tile.shared_load %[[BUF]][%{{.*}}] : !tile.shared<3 x tensor<64x32xbf16>> -> tensor<64x32xbf16>
   %t = tile.shared_load %buf[%slot] : !tile.shared<3 x tensor<64x32xbf16>> -> tensor<64x32xbf16>
+  // CHECK: tile.shared_store %{{.*}}, %[[BUF]][%{{.*}}] : tensor<64x32xbf16>, !tile.shared<3 x tensor<64x32xbf16>>
+  tile.shared_store %t, %buf[%slot] : tensor<64x32xbf16>, !tile.shared<3 x tensor<64x32xbf16>>
   return %t : tensor<64x32xbf16>
 }
 

@@ -83,6 +83,19 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def TileStageDotOperands : Pass<"tile-stage-dot-operands", "mlir::ModuleOp"> {
+  let summary = "Let wgmma read an A operand computed in registers from a stage, not registers";
+  let description = [{
+    A wgmma dot's A operand that a trans or convert_layout moves through shared memory (dS in
+    the backward's dQ = dS K, whose rows the warpgroups computing dS^T do not hold) would be
+    stored there and loaded back by every warpgroup with ldmatrix: a 64x128 A takes 32
+    registers a thread. Instead it is written once into a stage of its own
+    (`tile.shared_store`) and the dot reads it through a matrix descriptor
+    (`tile.shared_load` that the dot reads step by step), K-major or, from a trans,
+    MN-major. Only where the dot then still runs on wgmma.
+  }];
+}
+
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{
@@ -102,11 +115,11 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
   let description = [{
     Every dot that runs on wgmma gets `async`; a `tile.dot_wait` hands its result on just
     before the first op of its block that reads it, contains loops or branches with dots of
-    their own, or refills a stage: meanwhile the warps compute what does not depend on it
+    their own, or refills a stage (copies, or a `tile.shared_store` into its operand's): meanwhile the warps compute what does not depend on it
     (softmax on one dot's scores while the next dot runs), and `pending` leaves the dots issued
     since in flight. A result that only feeds the next async dot as its accumulator is not
     waited for. A loop whose body's dots all feed, through the loop, only their own
-    accumulator (a matmul's k loop) keeps them in flight into the next iteration: after its
+    accumulator (a matmul's k loop), and that stores no stage from registers, keeps them in flight into the next iteration: after its
     last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
     warpgroups are done with their stages), and only then refills its stages (cp.async copies
     or TMA loads; a TMA stage's `tile.wait_barrier` then needs no CTA barrier of its own); the

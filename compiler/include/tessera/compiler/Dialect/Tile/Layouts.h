@@ -78,6 +78,10 @@ struct StagedOperand {
 };
 std::optional<StagedOperand> stagedOperand(mlir::Value operand);
 
+/// Whether wgmma reads a stored tile of `rows` x `cols` 16-bit elements as an operand whose k
+/// runs along the stored rows (`kMajor`) or down its columns, through a matrix descriptor.
+bool describable(int64_t rows, int64_t cols, bool kMajor);
+
 /// Whether `dot` runs on Hopper's warpgroup MMA (wgmma.mma_async): an mma layout with 16 rows
 /// a warp in whole warpgroups, B (and A unless in registers) in stages wgmma can describe.
 bool lowersToWarpgroupMma(DotOp dot);

@@ -517,3 +517,20 @@ def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
   let assemblyFormat = "$buffer `[` $slot `]` attr-dict `:` qualified(type($buffer)) `->` type($result)";
   let hasVerifier = 1;
 }
+
+def Tile_SharedStoreOp : Tile_Op<"shared_store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "write a tile from registers into one stage of a ring";
+  let description = [{
+    The stage is laid out as the rings' copies lay them out, so that a wgmma dot reads it
+    through `tile.shared_load` (made by tile-stage-dot-operands). Every warp of the program
+    (the consumer warps of a warp-specialized one) stores its part; the op waits for all of
+    them before and after, so that readers of the previous contents are done first (async
+    dots reading the stage are waited for before the next store: tile-async-dots) and readers
+    of the new contents, the tensor cores among them, see all of it.
+
+    Example: `tile.shared_store %ds, %buf[%slot] : tensor<128x64xf16, #mma>, !tile.shared<1 x tensor<128x64xf16>>`
+  }];
+  let arguments = (ins Tile_Tile:$value, Tile_SharedBufferType:$buffer, I32:$slot);
+  let assemblyFormat = "$value `,` $buffer `[` $slot `]` attr-dict `:` type($value) `,` qualified(type($buffer))";
+  let hasVerifier = 1;
+}
