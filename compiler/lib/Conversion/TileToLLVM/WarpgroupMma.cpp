@@ -45,24 +45,23 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingB
 /// atom's columns when MN-major), at the first step of k.
 Value baseDescriptor(OpBuilder &b, Location loc, const Stage &op, bool kMajor, Value first) {
   int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, atomBytes = atomCols * 2;
-  Value offset = kMajor ? LLVM::MulOp::create(b, loc, first, i32Constant(b, loc, atomCols)).getResult()
-                        : LLVM::MulOp::create(b, loc, LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols)),
-                                              i32Constant(b, loc, op.rows * atomCols))
-                              .getResult();
+  // K-major: rows of atomCols elements; MN-major: atoms of rows x atomCols elements.
+  Value offset = kMajor ? first : LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols)).getResult();
+  offset = LLVM::MulOp::create(b, loc, offset, i32Constant(b, loc, kMajor ? atomCols : op.rows * atomCols));
   Value start = LLVM::GEPOp::create(b, loc, op.start.getType(), b.getI16Type(), op.start, ValueRange{offset});
   // K-major: k along the stored rows, 8-row groups 8 rows apart; MN-major: k down the stored
   // columns, atoms of 64 along m/n one atom apart.
   return matrixDescriptor(b, loc, start, kMajor ? 16 : op.rows * atomBytes, 8 * atomBytes, swizzleMode(atomBytes));
 }
 
-/// Elements from a base descriptor's start to the 16-wide step `kk` of k of the rows `n0`
-/// further on (a multiple of the atom's columns when MN-major): a step within an atom (K-major)
-/// or 16 rows down (MN-major).
-int64_t stepOffset(const Stage &op, bool kMajor, int64_t n0, int64_t kk) {
+/// What to add to a base descriptor (its address counts 16 bytes) for the 16-wide step `kk`
+/// of k of the rows `n0` further on (a multiple of the atom's columns when MN-major): a step
+/// within an atom (K-major) or 16 rows down (MN-major).
+int64_t stepUnits(const Stage &op, bool kMajor, int64_t n0, int64_t kk) {
   int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, k = kk * 16;
-  if (kMajor)
-    return n0 * atomCols + k / atomCols * op.rows * atomCols + k % atomCols;
-  return n0 / atomCols * op.rows * atomCols + k * atomCols;
+  int64_t elements = kMajor ? n0 * atomCols + k / atomCols * op.rows * atomCols + k % atomCols
+                            : n0 / atomCols * op.rows * atomCols + k * atomCols;
+  return elements * 2 / 16;
 }
 
 std::string registerList(int64_t first, int64_t count) {
@@ -148,7 +147,7 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
       if (a) {
         operands.push_back(aBase);
         steps += "add.s64 da, $" + std::to_string(count) + ", " +
-                 std::to_string(stepOffset(*a, a->kMajor(false), 0, kk) * 2 / 16) + ";\n";
+                 std::to_string(stepUnits(*a, a->kMajor(false), 0, kk)) + ";\n";
         aOperand = "da";
         constraints += "l,";
       } else {
@@ -158,7 +157,7 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
       }
       operands.push_back(bBase);
       steps += "add.s64 db, $" + std::to_string(count + int64_t(operands.size()) - 1) + ", " +
-               std::to_string(stepOffset(*b, b->kMajor(true), n0, kk) * 2 / 16) + ";\n";
+               std::to_string(stepUnits(*b, b->kMajor(true), n0, kk)) + ";\n";
       constraints += "l";
       const bool accumulate = kk > 0 || !zeroAcc;
       for (int64_t r = 0; accumulate && r < count; ++r) {
