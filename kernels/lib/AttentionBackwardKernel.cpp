@@ -134,12 +134,12 @@ template <typename T> Kernel keysAndValues() {
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
       std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
-      std::function<void(const Tile &)> dq_product;
-      if (atomic_dq)
-        dq_product = [&](const Tile &ds_t) { dq_share = dot(trans(ds_t), k_tile); };
       accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc,
-                           dq_product);
-      if (atomic_dq) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
+                           [&](const Tile &ds_t) {
+                             if (atomic_dq)
+                               dq_share = dot(trans(ds_t), k_tile);
+                           });
+      if (dq_share) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
         bulk_add(dqAccumHead(dq_accum, batch.to<i32>() * heads_q + head.to<i32>(), n_q, d) + start.to<i64>() * d,
                  *dq_share, dqAccumOrder(d));
       Tile next = start + bm, wrap = next >= n_q;

@@ -115,11 +115,12 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
   let description = [{
     Every dot that runs on wgmma gets `async`; a `tile.dot_wait` hands its result on just
     before the first op of its block that reads it, contains loops or branches with dots of
-    their own, or refills a stage (copies, or a `tile.shared_store` into its operand's): meanwhile the warps compute what does not depend on it
-    (softmax on one dot's scores while the next dot runs), and `pending` leaves the dots issued
-    since in flight. A result that only feeds the next async dot as its accumulator is not
-    waited for. A loop whose body's dots all feed, through the loop, only their own
-    accumulator (a matmul's k loop), and that stores no stage from registers, keeps them in flight into the next iteration: after its
+    their own, or refills a stage (copies, or a `tile.shared_store` into its operand's):
+    meanwhile the warps compute what does not depend on it (softmax on one dot's scores while
+    the next dot runs), and `pending` leaves the dots issued since in flight. A result that
+    only feeds the next async dot as its accumulator is not waited for. A loop whose body's
+    dots all feed, through the loop, only their own accumulator (a matmul's k loop), and that
+    stores no stage from registers, keeps them in flight into the next iteration: after its
     last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
     warpgroups are done with their stages), and only then refills its stages (cp.async copies
     or TMA loads; a TMA stage's `tile.wait_barrier` then needs no CTA barrier of its own); the
