@@ -161,7 +161,10 @@ CUtensorMap encodeTensorMap(const std::string &kernel, const compiler::TensorMap
   std::vector<cuuint32_t> elementStrides(e.dims.size(), 1);
   CUtensorMap encoded;
   CUresult result = driver::api().cuTensorMapEncodeTiled(
-      &encoded, e.element_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+      &encoded,
+      e.element_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+      : e.element_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                             : CU_TENSOR_MAP_DATA_TYPE_UINT8,
       static_cast<cuuint32_t>(e.dims.size()), reinterpret_cast<void *>(e.address), e.dims.data(),
       e.byte_strides.data(), e.box.data(), elementStrides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -661,7 +661,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
            withStrides({q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data, p.n_q, p.n_kv,
                         p.heads_q, group, p.head_dim},
                        {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale,
-                        p.batch, dqAccum.data()}),
+                        p.batch, dqAccum.data(), p.batch * p.heads_q}),
            p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
   if (atomicDq) {
     const dsl::Config config = deltaConfig(padded);
@@ -841,7 +841,8 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     launch(1, keysConfig, compiled_->keysValues[bf16],
            {q.data, k.data, v.data, dout.data, lse.data, delta.data(), dk.data, dv.data,
             mask.device_transposed_indices(), inputs.mask_aux, inputs.score_aux},
-           {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale, p.batch},
+           {dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2), scale, p.batch,
+            p.batch * p.heads_q},
            p.n_kv, "BLOCK_N", p.batch * p.heads_kv);
   if (dq.numel() > 0)
     launch(2, queriesConfig, compiled_->queries[bf16],

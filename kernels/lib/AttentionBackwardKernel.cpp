@@ -86,7 +86,8 @@ template <typename T> Kernel keysAndValues() {
                                          Int head_dim, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn,
                                          Long k_sh, Long v_sb, Long v_sn, Long v_sh, Long do_sb, Long do_sn,
                                          Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
-                                         Long dv_sh, Float scale, Int batches, Ptr<f32> dq_accum, const Config &cfg) {
+                                         Long dv_sh, Float scale, Int batches, Ptr<f32> dq_accum, Int batch_heads,
+                                         const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
@@ -116,7 +117,7 @@ template <typename T> Kernel keysAndValues() {
     Tile member = 0 * group, start = m_begin;
     for_range(0, group * blocks, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
       Tile head = kv_head * group + member.to<i64>();
-      Tile row_base = (batch.to<i32>() * heads_q + head.to<i32>()) * n_q;
+      Tile query_head = batch.to<i32>() * heads_q + head.to<i32>();
       Tile rows = start + arange(0, bm);
       Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
       // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
@@ -126,21 +127,23 @@ template <typename T> Kernel keysAndValues() {
           HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
               .load(start, bm, dims, row_ok);
       // lse is +inf-safe: rows past n_q read 0 and are masked below.
-      Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * kLog2e;
-      Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+      auto read_rows = [&] {
+        return RowStatistics{loadRowStatistic(lse, batch_heads, n_q, query_head, start, bm, block_pointers) * kLog2e,
+                             loadRowStatistic(delta, batch_heads, n_q, query_head, start, bm, block_pointers)};
+      };
       Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
       if (causal)
         visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
       std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
-      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc,
+      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
                            [&](const Tile &ds_t) {
                              if (atomic_dq)
                                dq_share = dot(trans(ds_t), k_tile);
                            });
       if (dq_share) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
-        bulk_add(dqAccumHead(dq_accum, batch.to<i32>() * heads_q + head.to<i32>(), n_q, d) + start.to<i64>() * d,
+        bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d,
                  *dq_share, dqAccumOrder(d));
       Tile next = start + bm, wrap = next >= n_q;
       start = where(wrap, m_begin, next);

@@ -91,6 +91,26 @@ struct HeadRows {
   }
 };
 
+/// A query block's saved statistics in the backward: its rows' LSE, in log2 units, and delta.
+struct RowStatistics {
+  dsl::Tile lse, delta;
+};
+
+/// Rows start..start + rows of query head `batch_head`'s per-row f32 statistic (the saved LSE,
+/// delta), stored [batch_heads, n]: with `block_pointers` through a block pointer (on Hopper the
+/// TMA's copy into the loop's stages, which each warp reads in the layout it uses), 0 past n;
+/// otherwise through pointers, 0 where rows >= n.
+inline dsl::Tile loadRowStatistic(const dsl::Tile &stats, const dsl::Tile &batch_heads, const dsl::Tile &n,
+                                  const dsl::Tile &batch_head, const dsl::Tile &start, int64_t rows,
+                                  bool block_pointers) {
+  if (block_pointers)
+    return dsl::reshape(dsl::load(dsl::make_block_ptr(stats, {batch_heads, n}, {n.to<dsl::i64>(), 1},
+                                                      {batch_head, start}, {1, rows})),
+                        {rows});
+  dsl::Tile indices = start + dsl::arange(0, rows);
+  return dsl::load(stats + batch_head.to<dsl::i64>() * n + indices, indices < n, 0);
+}
+
 /// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
 /// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
 /// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *
@@ -108,10 +128,12 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
 /// saved LSE in log2 units; `visible` [keys, queries] (transposed) drops out-of-bounds and
 /// masked pairs. One query block's share of a key block's dV and dK (without the final scale).
-/// `with_ds` gets dS^T in q's dtype before dK's product is issued (so that dQ's share, dS K,
-/// issued there, overlaps it).
+/// `read_rows` reads the query block's statistics; it is called once the block's products are
+/// issued, so that rows read from a pipeline stage (loadRowStatistic's block pointers) take no
+/// registers while they are. `with_ds` gets dS^T in q's dtype before dK's product is issued (so
+/// that dQ's share, dS K, issued there, overlaps it).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
-                                 const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
+                                 const std::function<RowStatistics()> &read_rows, const dsl::Tile &visible,
                                  const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc,
                                  const std::function<void(const dsl::Tile &)> &with_ds = {}) {
   using namespace tessera::dsl;
@@ -119,6 +141,7 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
   // and dS^T while dV's product runs.
   Tile s_t = dot(k, trans(q));
   Tile dp_t = dot(v, trans(dout));
+  const auto [row_lse, row_delta] = read_rows();
   Tile p_t = where(visible, exp2(score.logits(s_t) - expand_dims(row_lse, 0)), 0.0);
   dv_acc = dot(p_t.to(q.dtype()), dout, dv_acc);
   Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));

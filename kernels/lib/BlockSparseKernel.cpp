@@ -124,7 +124,7 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
       Ptr<i32> mask_aux, Ptr<f32> score_aux, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim, Int mask_heads, Int mask_q_blocks,
       Int mask_kv_blocks, Long q_sb, Long q_sn, Long q_sh, Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn,
       Long v_sh, Long do_sb, Long do_sn, Long do_sh, Long dk_sb, Long dk_sn, Long dk_sh, Long dv_sb, Long dv_sn,
-      Long dv_sh, Float scale, Int batches, const Config &cfg) {
+      Long dv_sh, Float scale, Int batches, Int batch_heads, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
@@ -143,7 +143,7 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
                              block_pointers);
       const HeadRows grads({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch.to<i64>(),
                            head.to<i64>(), block_pointers);
-      Tile row_base = (batch * heads_q + head).to<i64>() * n_q;
+      Tile query_head = batch * heads_q + head;
       Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_kv_blocks + program_id(0) * bn / mask_bn;
       Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_q_blocks);
       // One loop over (listed block, step of BLOCK_M in it): Q and dO pipeline across blocks.
@@ -155,14 +155,17 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
           Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
           Tile q_tile = queries.load(start, bm, dims, row_ok);
           Tile do_tile = grads.load(start, bm, dims, row_ok);
-          Tile row_lse = load(lse + row_base + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
-          Tile row_delta = load(delta + row_base + rows, rows < n_q, 0);
+          auto read_rows = [&] {
+            return RowStatistics{
+                loadRowStatistic(lse, batch_heads, n_q, query_head, start, bm, block_pointers) * OnlineSoftmax::log2e,
+                loadRowStatistic(delta, batch_heads, n_q, query_head, start, bm, block_pointers)};
+          };
           Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
                                    mask_aux);
           const ScoreTransform scores = modifiedScores(mods, scale, batch, head,
                                                        expand_dims(minimum(rows, n_q - 1), 0),
                                                        expand_dims(minimum(cols, n_kv - 1), 1), score_aux);
-          accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, row_lse, row_delta, visible, scores, dk_acc, dv_acc);
+          accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc);
         });
       };
       visit(2, load(record), false);

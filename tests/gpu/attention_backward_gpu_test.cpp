@@ -141,20 +141,26 @@ INSTANTIATE_TEST_SUITE_P(
                       BackwardCase{2, 200, 177, 4, 2, 128, false, DType::bf16, -1, true}),
     [](const auto &info) { return nameOf(info.param); });
 
-// Every config of both passes' tuning spaces (paired in order, the shorter list wrapping).
+// Every config of both passes' tuning spaces (paired in order, the shorter list wrapping), on
+// ragged lengths and on lengths of 16-multiples (not of the blocks), where the dK/dV pass's
+// TMA copies the LSE and delta rows too (GQA: rows of several heads).
 std::vector<BackwardCase> everyConfig() {
   std::vector<BackwardCase> cases;
   for (int64_t d : {64, 128, 256})
-    for (bool causal : {false, true}) {
-      size_t count = std::max(kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values).size(),
-                              kernels::attention_backward_configs(d, causal, kernels::BackwardPass::queries).size());
-      for (size_t i = 0; i < count; ++i)
-        cases.push_back({1, 200, 331, 2, 1, d, causal, DType::f16, int(i)});
-      // Every config of the dK/dV pass adding dQ.
-      for (size_t i = 0;
-           i < kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values_adding_dq).size(); ++i)
-        cases.push_back({1, 200, 331, 2, 1, d, causal, DType::f16, int(i), true});
-    }
+    for (bool causal : {false, true})
+      for (BackwardCase shape : {BackwardCase{1, 200, 331, 2, 1}, BackwardCase{2, 208, 336, 4, 2}}) {
+        shape.d = d, shape.causal = causal, shape.dtype = DType::f16;
+        size_t count =
+            std::max(kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values).size(),
+                     kernels::attention_backward_configs(d, causal, kernels::BackwardPass::queries).size());
+        for (size_t i = 0; i < count; ++i)
+          cases.push_back(shape), cases.back().config = int(i);
+        // Every config of the dK/dV pass adding dQ.
+        for (size_t i = 0;
+             i < kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values_adding_dq).size();
+             ++i)
+          cases.push_back(shape), cases.back().config = int(i), cases.back().atomic_dq = true;
+      }
   return cases;
 }
 

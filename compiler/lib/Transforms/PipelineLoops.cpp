@@ -179,20 +179,29 @@ public:
   explicit TensorMaps(func::FuncOp func) : func(func) {}
 
   /// The map `load` is copied through, or null where the TMA cannot copy it: the kernel does
-  /// not allow TMA, the block is not a 2-D tile of 16-bit elements of at most 256 rows with
-  /// swizzled rows (once unit dimensions are dropped), or its tensor is not a kernel argument
-  /// (16-byte aligned) whose shape and strides (16-byte multiples, the last 1) the launcher
-  /// knows.
+  /// not allow TMA, the block (once unit dimensions are dropped) is neither a 2-D tile of
+  /// 16-bit elements of at most 256 rows with swizzled rows nor a row of at most 256 16- or
+  /// 32-bit elements filling 128-byte multiples (a stage's copy lands 128-byte aligned), or
+  /// its tensor is not a kernel argument (16-byte aligned) whose shape and strides (16-byte
+  /// multiples, the last 1) the launcher knows.
   Value mapFor(BlockLoadOp load) {
     auto block = load.getPtr().getType().getBlockType();
     std::optional<BlockTile> tile = blockTile(block);
-    if (!tmaAllowed(func) || load.getPadding() != Padding::zero || !tile ||
-        block.getElementType().getIntOrFloatBitWidth() != 16 || tile->tile.getDimSize(0) > 256)
+    if (!tmaAllowed(func) || load.getPadding() != Padding::zero || !tile)
       return {};
-    const int64_t bytes = 2;
-    tessera::layout::SwizzledTile stored(tile->tile.getDimSize(0), tile->tile.getDimSize(1), bytes);
+    const int64_t bytes = storageBytes(block.getElementType()), cols = tile->tile.getShape().back();
+    int64_t atomColumns = cols, swizzleBytes = 0; // a row: one unswizzled copy
+    if (tile->tile.getRank() == 2) {
+      tessera::layout::SwizzledTile stored(tile->tile.getDimSize(0), cols, bytes);
+      if (bytes != 2 || tile->tile.getDimSize(0) > 256 || !stored.swizzled)
+        return {};
+      atomColumns = stored.atomColumns;
+      swizzleBytes = atomColumns * bytes;
+    } else if ((bytes != 2 && bytes != 4) || cols > 256 || cols * bytes % 128) {
+      return {};
+    }
     MakeBlockPtrOp origin = blockPointerOrigin(load.getPtr());
-    if (!stored.swizzled || !origin)
+    if (!origin)
       return {};
     auto base = dyn_cast<BlockArgument>(origin.getBase());
     if (!base || base.getOwner() != &func.getBody().front() || divisibility(base.getArgNumber()) % 16)
@@ -214,7 +223,7 @@ public:
       shapeValues.push_back(extent->second);
       strideArgs.push_back(arg);
       strideValues.push_back(value);
-      box.push_back(d == tile->rowDim ? tile->tile.getDimSize(0) : d == tile->colDim ? stored.atomColumns : 1);
+      box.push_back(d == tile->rowDim ? tile->tile.getDimSize(0) : d == tile->colDim ? atomColumns : 1);
     }
     Builder b(func.getContext());
     NamedAttribute fields[] = {
@@ -225,7 +234,7 @@ public:
         b.getNamedAttr("stride_args", b.getDenseI64ArrayAttr(strideArgs)),
         b.getNamedAttr("stride_values", b.getDenseI64ArrayAttr(strideValues)),
         b.getNamedAttr("box", b.getDenseI64ArrayAttr(box)),
-        b.getNamedAttr("swizzle_bytes", b.getI64IntegerAttr(stored.atomColumns * bytes)),
+        b.getNamedAttr("swizzle_bytes", b.getI64IntegerAttr(swizzleBytes)),
     };
     // Loads of the same tensor in the same boxes (K in two loops) share one map.
     DictionaryAttr map = b.getDictionaryAttr(fields);
@@ -256,24 +265,25 @@ struct TmaLoad {
   Operation *operand;
 };
 
-/// Block loads of the loop body the TMA copies into rings (see TensorMaps::mapFor): used only
-/// as dot operands (a block with unit dimensions through a reshape to its 2-D tile), addressed
-/// by index math.
+/// Block loads of the loop body the TMA copies into rings (see TensorMaps::mapFor), addressed
+/// by index math: tiles used only as dot operands, and rows (per-row statistics such as the
+/// backward's LSE, which the warps then read from the stage in whatever layout they use it
+/// in); either through a reshape that drops the block's unit dimensions.
 SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, TensorMaps &maps) {
   SmallVector<TmaLoad> loads;
   for (Operation &op : *loop.getBody()) {
     auto load = dyn_cast<BlockLoadOp>(op);
-    if (!load || !isIndexMath(load.getPtr(), loop.getBody(), &constants))
+    std::optional<BlockTile> tile = load ? blockTile(load.getType()) : std::nullopt;
+    if (!tile || !isIndexMath(load.getPtr(), loop.getBody(), &constants))
       continue;
     Operation *operand = load;
-    if (load.getType().getRank() != 2) {
+    if (load.getType().getShape() != tile->tile.getShape()) {
       auto reshape = load->hasOneUse() ? dyn_cast<ReshapeOp>(*load->user_begin()) : ReshapeOp();
-      std::optional<BlockTile> tile = blockTile(load.getType());
-      if (!reshape || !tile || reshape.getType().getShape() != tile->tile.getShape())
+      if (!reshape || reshape.getType().getShape() != tile->tile.getShape())
         continue;
       operand = reshape;
     }
-    if (feedsOnlyDots(operand))
+    if (tile->tile.getRank() == 1 || feedsOnlyDots(operand))
       if (Value map = maps.mapFor(load))
         loads.push_back({load, map, operand});
   }
@@ -284,7 +294,8 @@ SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, 
 /// it becomes a transposed read.
 void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot) {
   Location loc = use.get().getLoc();
-  if (auto trans = dyn_cast<TransOp>(use.getOwner())) {
+  if (isTransposedDotOperand(use)) {
+    auto trans = cast<TransOp>(use.getOwner());
     auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true);
     trans.getResult().replaceAllUsesWith(read.getResult());
     trans.erase();
@@ -385,10 +396,14 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
   for (auto [load, buffer] : llvm::zip(rings.copied, rings.copyBuffers))
     for (OpOperand &use : llvm::make_early_inc_range(load->getUses()))
       readFromRing(at, use, buffer, slot);
+  // A row (the backward's LSE) is read where it is used: it takes registers from there only.
   if (ring)
     for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers))
-      for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses()))
-        readFromRing(at, use, buffer, slot);
+      for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses())) {
+        bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
+        OpBuilder reader = row ? OpBuilder(use.getOwner()) : at;
+        readFromRing(reader, use, buffer, slot);
+      }
   SmallVector<Value> next(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
     next = nextIteration(at, loop, body, next);

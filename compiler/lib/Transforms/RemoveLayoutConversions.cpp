@@ -33,12 +33,14 @@ bool isCheapElementwise(Operation *op) {
          op->getNumResults() == 1;
 }
 
-/// Whether `value` can be rebuilt in `layout` from ranges, splats and constants.
+/// Whether `value` can be rebuilt in `layout` from ranges, splats, constants and reads of
+/// shared memory (a stage reads into any layout: a row of LSEs straight into the slice of the
+/// scores it is broadcast over).
 bool canRebuild(Value value, Attribute layout, int depth) {
   Operation *op = value.getDefiningOp();
   if (!op || depth > kMaxDepth || !layout)
     return false;
-  if (isa<MakeRangeOp, SplatOp, arith::ConstantOp>(op))
+  if (isa<MakeRangeOp, SplatOp, arith::ConstantOp, SharedLoadOp>(op))
     return true;
   if (!isa<BroadcastOp, ExpandDimsOp>(op) && !isCheapElementwise(op))
     return false;

@@ -519,6 +519,35 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
 
 // -----
 
+// A row of 64 f32 (the backward's LSE) through the TMA: 256 bytes expected, one unswizzled
+// copy of a [1, 64] box (coordinates: the column, then the row); read back as the column
+// slice of an mma tile, two adjacent columns a load.
+// CHECK-LABEL: llvm.func @tma_row
+// CHECK: "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], 256;\0A\09@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$4], [$2, {$5, $3}], [$1];"
+// CHECK: mbarrier.try_wait.parity
+// CHECK-COUNT-8: llvm.load %{{.*}} : !llvm.ptr<3> -> vector<2xf32>
+// CHECK-NOT: llvm.load
+// CHECK: llvm.return
+func.func @tma_row(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1, 64>, element_bytes = 4 : i64, pointer = 1 : i64, shape_args = array<i64: 2, 2>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 2, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 0 : i64}},
+                   %p: !tile.ptr<f32>, %n: i64, %row: i32, %start: i32, %slot: i32, %active: i1, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 4 : i32, tile.shared_memory = 1040 : i64} {
+  %one = arith.constant 1 : i64
+  %ring = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64xf32>>
+  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%row, %start] {order = array<i32: 1, 0>} : !tile.ptr<f32> -> !tile.block_ptr<tensor<1x64xf32>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  tile.tma_load %map, %bp into %ring[%slot], %bars if %active : !tile.block_ptr<tensor<1x64xf32>>, !tile.shared<2 x tensor<64xf32>>, !tile.shared<2 x tensor<1xi64>>
+  tile.wait_barrier %bars[%slot], %slot : !tile.shared<2 x tensor<1xi64>>
+  %v = tile.shared_load %ring[%slot] : !tile.shared<2 x tensor<64xf32>> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+  %columns = tile.make_range 0 to 64 : tensor<64xi32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+  %outs = tile.splat %out : !tile.ptr<f32> -> tensor<64x!tile.ptr<f32>, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+  %at = tile.addptr %outs, %columns : tensor<64x!tile.ptr<f32>, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>, tensor<64xi32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+  tile.store %at, %v : tensor<64x!tile.ptr<f32>, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
+  return
+}
+
+// -----
+
 // A warp-specialized kernel (8 consumer warps, 4 producer warps): 384 threads and the register
 // count a thread of them may have at entry; its two rings' barriers, initialized one after the
 // other, fenced and synchronized once; the producer warpgroup is the threads from 256

@@ -492,3 +492,55 @@ func.func @ring_in_branch(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n:
   }
   return %second : tensor<64x64xf32>
 }
+
+// -----
+
+// A row of 32-bit elements (the backward's LSE: a [1, 64] block of a [rows, n] tensor) joins
+// the ring of the loop's tiles: an unswizzled map, one box; each use reads it from the stage
+// where it is (after the dot here), in whatever layout it wants. A row of 64 bytes (its
+// stages would not be 128-byte aligned) stays a block load.
+// CHECK-LABEL: func.func @tma_rows
+// CHECK-SAME: %[[MAPK:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 64, 64>
+// CHECK-SAME: %[[MAPL:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1, 64>, element_bytes = 4 : i64, pointer = 1 : i64, shape_args = array<i64: 3, 2>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 2, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 0 : i64}}
+// CHECK: %[[RL:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64xf32>>
+// CHECK: tile.init_barriers %{{.*}} arrivals 2
+// CHECK: scf.for
+// CHECK: tile.wait_barrier
+// CHECK: tile.tma_load %[[MAPK]]
+// CHECK: tile.tma_load %[[MAPL]]
+// CHECK: tile.block_load %{{.*}} : !tile.block_ptr<tensor<1x16xf32>>
+// CHECK: tile.dot
+// CHECK-NEXT: %[[ROW:.*]] = tile.shared_load %[[RL]][%{{.*}}] : !tile.shared<2 x tensor<64xf32>> -> tensor<64xf32>
+// CHECK-NEXT: tile.expand_dims %[[ROW]]
+func.func @tma_rows(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %lse: !tile.ptr<f32> {tile.divisibility = 16 : i32},
+                    %n: i32 {tile.divisibility = 16 : i32}, %rows: i32, %q: tensor<64x64xf16>)
+    -> (tensor<64x64xf32>, tensor<16xf32>) attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %rows64 = arith.extsi %rows : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %zeros = arith.constant dense<0.0> : tensor<16xf32>
+  %pk0 = tile.make_block_ptr %k, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pl0 = tile.make_block_ptr %lse, [%rows64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f32> -> !tile.block_ptr<tensor<1x64xf32>>
+  %ps0 = tile.make_block_ptr %lse, [%rows64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f32> -> !tile.block_ptr<tensor<1x16xf32>>
+  %out:2 = scf.for %i = %c0 to %n step %c64 iter_args(%acc = %zero, %sum = %zeros) -> (tensor<64x64xf32>, tensor<16xf32>) : i32 {
+    %pk = tile.advance %pk0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %pl = tile.advance %pl0, [%c0, %i] : !tile.block_ptr<tensor<1x64xf32>>
+    %ps = tile.advance %ps0, [%c0, %i] : !tile.block_ptr<tensor<1x16xf32>>
+    %kb = tile.block_load %pk {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %lb = tile.block_load %pl {boundary_check = array<i32: 1>} : !tile.block_ptr<tensor<1x64xf32>> -> tensor<1x64xf32>
+    %sb = tile.block_load %ps {boundary_check = array<i32: 1>} : !tile.block_ptr<tensor<1x16xf32>> -> tensor<1x16xf32>
+    %row = tile.reshape %lb : tensor<1x64xf32> -> tensor<64xf32>
+    %s = tile.dot %q, %kb, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    %e = tile.expand_dims %row {axis = 0 : i32} : tensor<64xf32> -> tensor<1x64xf32>
+    %b = tile.broadcast %e : tensor<1x64xf32> -> tensor<64x64xf32>
+    %t = arith.subf %s, %b : tensor<64x64xf32>
+    %small = tile.reshape %sb : tensor<1x16xf32> -> tensor<16xf32>
+    %next = arith.addf %sum, %small : tensor<16xf32>
+    scf.yield %t, %next : tensor<64x64xf32>, tensor<16xf32>
+  }
+  return %out#0, %out#1 : tensor<64x64xf32>, tensor<16xf32>
+}

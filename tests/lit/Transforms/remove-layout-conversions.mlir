@@ -48,6 +48,32 @@ func.func @keep_loaded_data(%p: !tile.ptr<f32>) {
 
 // -----
 
+#row = #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+#big = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>
+#col = #tile.slice<dim = 1, parent = #big>
+
+// A row read from a stage (the backward's LSE, scaled) is read in the layout it is converted
+// to, through the math on it: no conversion is left.
+// CHECK-LABEL: func.func @read_stage_in_target_layout
+// CHECK-NOT: tile.convert_layout
+// CHECK: %[[R:.*]] = tile.shared_load %{{.*}} -> tensor<128xf32, #tile.slice<dim = 1
+// CHECK-NEXT: arith.mulf %[[R]], %{{.*}} : tensor<128xf32, #tile.slice<dim = 1
+// CHECK-NOT: tile.convert_layout
+func.func @read_stage_in_target_layout(%p: !tile.ptr<f32>, %slot: i32) {
+  %ring = tile.shared_alloc : !tile.shared<2 x tensor<128xf32>>
+  %v = tile.shared_load %ring[%slot] : !tile.shared<2 x tensor<128xf32>> -> tensor<128xf32, #row>
+  %log2e = arith.constant dense<1.442695> : tensor<128xf32, #row>
+  %m = arith.mulf %v, %log2e : tensor<128xf32, #row>
+  %c = tile.convert_layout %m : tensor<128xf32, #row> -> tensor<128xf32, #col>
+  %e = tile.expand_dims %c {axis = 1 : i32} : tensor<128xf32, #col> -> tensor<128x1xf32, #big>
+  %b = tile.broadcast %e : tensor<128x1xf32, #big> -> tensor<128x64xf32, #big>
+  %ps = tile.splat %p : !tile.ptr<f32> -> tensor<128x64x!tile.ptr<f32>, #big>
+  tile.store %ps, %b : tensor<128x64x!tile.ptr<f32>, #big>
+  return
+}
+
+// -----
+
 #mma = #tile.mma<warpsPerCTA = [2, 2]>
 #b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
 

@@ -697,10 +697,11 @@ struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
   LogicalResult matchAndRewrite(TmaLoadOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     auto block = op.getPtr().getType().getBlockType();
-    const int64_t rank = block.getRank(), bytes = 2;
+    const int64_t rank = block.getRank(), bytes = storageBytes(block.getElementType());
     auto tile = op.getBuffer().getType().getTileType();
-    const int64_t rows = tile.getDimSize(0), cols = tile.getDimSize(1);
-    const int64_t atomColumns = layout::SwizzledTile(rows, cols, bytes).atomColumns;
+    // A single row is stored unswizzled, in one copy.
+    const int64_t rows = tile.getRank() == 2 ? tile.getDimSize(0) : 1, cols = tile.getShape().back();
+    const int64_t atomColumns = tile.getRank() == 2 ? layout::SwizzledTile(rows, cols, bytes).atomColumns : cols;
     BlockPointer bp = unpackBlockPointer(rewriter, loc, adaptor.getPtr(), rank);
     Value slot = LLVM::URemOp::create(rewriter, loc, adaptor.getFill(),
                                       i32Constant(rewriter, loc, op.getBuffer().getType().getStages()));

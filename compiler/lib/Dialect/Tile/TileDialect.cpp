@@ -70,15 +70,16 @@ std::optional<BlockTile> blockTile(RankedTensorType block) {
   for (int64_t d = 0; d < block.getRank(); ++d)
     if (block.getDimSize(d) != 1)
       dims.push_back(d);
-  if (block.getRank() > 5 || dims.size() != 2 || dims[1] != block.getRank() - 1)
+  if (block.getRank() > 5 || dims.empty() || dims.size() > 2 || dims.back() != block.getRank() - 1)
     return std::nullopt;
   SmallVector<int64_t, 5> mapOrder;
   for (int64_t d = 0; d < block.getRank(); ++d)
     if (block.getDimSize(d) == 1)
       mapOrder.push_back(d);
-  mapOrder.append({dims[0], dims[1]});
-  return BlockTile{RankedTensorType::get({block.getDimSize(dims[0]), block.getDimSize(dims[1])}, block.getElementType()),
-                   dims[0], dims[1], mapOrder};
+  mapOrder.append(dims.begin(), dims.end());
+  SmallVector<int64_t> shape = llvm::map_to_vector(dims, [&](int64_t d) { return block.getDimSize(d); });
+  return BlockTile{RankedTensorType::get(shape, block.getElementType()), dims.size() == 2 ? dims[0] : -1, dims.back(),
+                   mapOrder};
 }
 
 bool isBarrierRing(SharedBufferType type) {

@@ -741,9 +741,10 @@ LogicalResult InitBarriersOp::verify() {
 LogicalResult TmaLoadOp::verify() {
   auto block = getPtr().getType().getBlockType(), tile = getBuffer().getType().getTileType();
   std::optional<BlockTile> copied = blockTile(block);
-  if (!copied || block.getElementType().getIntOrFloatBitWidth() != 16)
-    return emitOpError() << "copies blocks of 16-bit elements that are 2-D tiles but for unit dimensions "
-                            "(the columns innermost), not " << d(block);
+  const unsigned bits = block.getElementType().getIntOrFloatBitWidth();
+  if (!copied || !(bits == 16 || (bits == 32 && copied->tile.getRank() == 1)))
+    return emitOpError() << "copies blocks that are, but for unit dimensions (the columns innermost), 2-D tiles "
+                            "of 16-bit elements or rows of 16- or 32-bit elements, not " << d(block);
   if (!sameIgnoringLayout(copied->tile, tile))
     return emitOpError() << "copies blocks of " << d(block) << " into stages of " << d(tile);
   if (!isBarrierRing(getBarriers().getType()) || getBarriers().getType().getStages() != getBuffer().getType().getStages())

@@ -470,6 +470,17 @@ func.func @tma_load_block(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64
 
 // -----
 
+// Rows of 32-bit elements are copied; 2-D tiles only of 16-bit ones.
+func.func @tma_load_f32_tile(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64x64xf32>>, %slot: i32, %on: i1) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf32>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  // expected-error @+1 {{copies blocks that are, but for unit dimensions (the columns innermost), 2-D tiles of 16-bit elements or rows of 16- or 32-bit elements, not f32[64x64]}}
+  tile.tma_load %map, %bp into %buf[%slot], %bars if %on : !tile.block_ptr<tensor<64x64xf32>>, !tile.shared<2 x tensor<64x64xf32>>, !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
 func.func @tma_load_barriers(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64x64xf16>>, %slot: i32, %on: i1) {
   %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
   %bars = tile.shared_alloc : !tile.shared<3 x tensor<1xi64>>

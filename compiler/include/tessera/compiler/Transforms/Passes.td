@@ -18,7 +18,9 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     shape and strides the launcher knows (arguments or constants; rows a multiple of 16 bytes,
     the last stride 1) are copied by the tensor memory accelerator instead:
     the kernel gets a `!tile.tensor_map` argument per tensor and block shape (its
-    `tile.tensor_map` attribute says how the launcher builds it). Loops loading the same blocks
+    `tile.tensor_map` attribute says how the launcher builds it). Block loads of single rows
+    (16- or 32-bit, 128-byte multiples, such as the backward's LSE) join the same ring whatever
+    uses them: each use reads the stage where it stands, in the layout it asks for. Loops loading the same blocks
     (maps and tiles) fill one ring, made at the kernel's start with an mbarrier a stage
     (`tile.init_barriers`), whose fills are numbered across those loops in program order
     (`tile.tma_load`s name their fill number; loops and branches around them carry the
@@ -65,9 +67,9 @@ def TileRemoveLayoutConversions : Pass<"tile-remove-layout-conversions", "mlir::
   let summary = "Remove layout conversions that cancel or whose source is cheap to rebuild";
   let description = [{
     Folds conversions to the same layout and chains of conversions, and rebuilds values made
-    only of ranges, splats, constants, broadcasts, expand_dims and elementwise math directly in
-    the layout a conversion asks for (index arithmetic costs less than a trip through shared
-    memory).
+    only of ranges, splats, constants, reads of shared-memory stages, broadcasts, expand_dims
+    and elementwise math directly in the layout a conversion asks for (index arithmetic, or a
+    stage read in another layout, costs less than a trip through shared memory).
   }];
 }
 

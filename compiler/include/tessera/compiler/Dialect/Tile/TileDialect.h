@@ -35,14 +35,15 @@ mlir::Type getPointeeType(mlir::Type ptrLike);
 /// i1, or a tensor of i1 with the shape of `type` when it is a tensor.
 mlir::Type getBoolLike(mlir::Type type);
 
-/// The 2-D tile a block of up to 5 dimensions holds once its unit dimensions are dropped (a
-/// [1, 64, 1, 128] block of a [batch, n, heads, d] tensor holds a 64x128 tile), with the
-/// dimensions its rows and columns come from; nullopt unless that is 2-D with the columns
-/// innermost. What the TMA copies into a stage. Its tensor map lists the block's dimensions
-/// in `mapOrder` (outermost first): the unit ones, then the rows, then the columns, so that
-/// the box's two real dimensions are the map's innermost whatever the tensor's strides (with
-/// a unit dimension of a large stride between them, BHSD attention's heads, the TMA copied
-/// K and V about a third slower on the H200).
+/// The tile a block of up to 5 dimensions holds once its unit dimensions are dropped: 2-D (a
+/// [1, 64, 1, 128] block of a [batch, n, heads, d] tensor holds a 64x128 tile) or a single row
+/// (a [1, 64] block of per-row statistics holds 64 values; rowDim is then -1), with the
+/// dimensions its rows and columns come from; nullopt unless the columns are innermost. What
+/// the TMA copies into a stage. Its tensor map lists the block's dimensions in `mapOrder`
+/// (outermost first): the unit ones, then the rows, then the columns, so that the box's real
+/// dimensions are the map's innermost whatever the tensor's strides (with a unit dimension of
+/// a large stride between them, BHSD attention's heads, the TMA copied K and V about a third
+/// slower on the H200).
 struct BlockTile {
   mlir::RankedTensorType tile;
   int64_t rowDim, colDim;

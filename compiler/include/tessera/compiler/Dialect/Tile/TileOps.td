@@ -431,7 +431,8 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load", [MemoryEffects<[MemRead, MemWrite]>]> {
     `barriers[fill % stages]` expecting the block's bytes and has the tensor memory
     accelerator copy the block of the tensor `map` describes at the block pointer's offsets
     into `buffer[fill % stages]`, in the stage's swizzled layout (one copy per 128-byte-wide
-    atom); elements outside the tensor read zero. The barrier's phase fill / stages completes
+    atom; a single row, of 16- or 32-bit elements, unswizzled in one copy); elements outside
+    the tensor read zero. The barrier's phase fill / stages completes
     when all its loads have landed (`tile.wait_barrier`); a producer warpgroup
     (tile-specialize-warps) first waits until the stage's previous contents, fill - stages,
     have been released.
