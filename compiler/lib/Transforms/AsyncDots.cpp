@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <optional>
+
 namespace tessera {
 #define GEN_PASS_DEF_TILEASYNCDOTS
 #include "tessera/compiler/Transforms/Passes.h.inc"
@@ -121,6 +123,26 @@ void keepInFlight(scf::ForOp loop, ArrayRef<DotOp> carried, int64_t count, Opera
   waitBefore(loop->getNextNode(), results, 0, /*barrier=*/false);
 }
 
+/// Lowers the pending count of each wait to at most the groups that may still be in flight
+/// there (a later wait for an earlier dot, already done, waits for nothing): ptxas (CUDA 13.0)
+/// reads a wait_group 2 after a wait_group 1 as if the groups between were in flight again and
+/// serializes every wgmma of the kernel (C7514) when their results were read in between.
+void tightenWaits(Block &block) {
+  std::optional<int64_t> inFlight = 0; // at most; unknown after ops holding async work
+  for (Operation &op : block) {
+    if (holdsAsyncWork(&op)) {
+      inFlight.reset();
+    } else if (isAsyncDot(&op)) {
+      if (inFlight)
+        ++*inFlight;
+    } else if (auto wait = dyn_cast<DotWaitOp>(op)) {
+      if (inFlight && wait.getPending() > *inFlight)
+        wait.setPending(*inFlight);
+      inFlight = wait.getPending();
+    }
+  }
+}
+
 /// Makes the wgmma dots of `block` async and places their waits.
 void placeWaits(Block &block) {
   SmallVector<DotOp> dots;
@@ -168,6 +190,8 @@ void placeWaits(Block &block) {
     }
     waitBefore(at, dot.getResult(), pending, /*barrier=*/false);
   }
+  if (carried.empty())
+    tightenWaits(block);
 }
 
 struct TileAsyncDotsPass : tessera::impl::TileAsyncDotsBase<TileAsyncDotsPass> {

@@ -228,3 +228,35 @@ func.func @store_into_read_stage(%p: tensor<64x128xf16, #s>, %acc: tensor<128x12
   tile.shared_store %p, %ps[%c0] : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
   return %d : tensor<128x128xf32, #kv>
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// The backward's tail: dV, dQ and dK issued in that order; dQ is read with dK in flight
+// (pending 1), which also finishes dV: dV's own wait, later, needs no more than that one
+// group in flight (pending 1, not 2: ptxas serializes every wgmma after a wait_group 2 that
+// follows a wait_group 1).
+// CHECK-LABEL: func.func @wait_already_done
+// CHECK: %[[DV:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[DQ:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[DK:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[DQW:.*]] = tile.dot_wait %[[DQ]] : {{.*}} {pending = 1 : i32}
+// CHECK-NEXT: arith.mulf %[[DQW]]
+// CHECK-NEXT: %[[DVW:.*]] = tile.dot_wait %[[DV]] : {{.*}} {pending = 1 : i32}
+// CHECK-NEXT: %[[DKW:.*]] = tile.dot_wait %[[DK]] : {{.*}} {pending = 0 : i32}
+func.func @wait_already_done(%x: tensor<128x64xf16, #a>, %acc: tensor<128x64xf32, #mma>)
+    -> (tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %s = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
+  %y = tile.shared_load %s[%c0] : !tile.shared<1 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+  %dv = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  %dq = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  %dk = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+  %added = arith.mulf %dq, %scale : tensor<128x64xf32, #mma>
+  return %dv, %added, %dk : tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>
+}
