@@ -423,9 +423,11 @@ std::vector<ShippedKernel> shipped_kernels() {
           kernels.push_back({backward[0], deltaConfig(padded), variant});
           kernels.push_back({backward[3], deltaConfig(padded), variant});
         }
-        kernels.push_back({backward[1],
-                           attention_backward_configs(padded, causal, BackwardPass::keys_values_adding_dq).front(),
-                           variant + ".atomic_dq"});
+        // The dK/dV pass adding dQ: every config where the library takes it by default (d =
+        // 128), the first elsewhere.
+        std::vector<dsl::Config> adding = attention_backward_configs(padded, causal, BackwardPass::keys_values_adding_dq);
+        for (size_t i = 0; i < (padded == 128 ? adding.size() : 1); ++i)
+          kernels.push_back({backward[1], adding[i], variant + ".atomic_dq" + (i ? ".c" + std::to_string(i) : "")});
         for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries}) {
           std::vector<dsl::Config> passConfigs = attention_backward_configs(padded, causal, pass);
           for (size_t i = 0; i < passConfigs.size(); ++i)
