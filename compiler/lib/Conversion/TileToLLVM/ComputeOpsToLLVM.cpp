@@ -104,6 +104,19 @@ layout::Bases swapped(const layout::Bases &bases) {
   return out;
 }
 
+/// Where a lane points in an ldmatrix/stmatrix of four 8x8 matrices: row lane % 8 of matrix
+/// lane / 8, whose low bit and high bit say which 8 rows and 8 columns of a 16x16 block it is.
+struct MatrixLane {
+  Value row, low, high;
+};
+MatrixLane matrixLane(OpBuilder &b, Location loc) {
+  Value lane = threadId(b, loc).lane;
+  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3));
+  return {LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7)),
+          LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1)),
+          LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1))};
+}
+
 /// Tensor-core operand fragments of 16-bit elements straight from (swizzled) shared memory:
 /// ldmatrix.x4 per 16x16 tile of A and per 16x16 of B (x2 when a warp has one 8-column B
 /// tile). Each lane points at one 16-byte row of one 8x8 matrix; the instruction hands every
@@ -123,11 +136,7 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
   auto add = [&](Value x, Value y) { return LLVM::AddOp::create(b, loc, x, y).getResult(); };
   auto addConst = [&](Value x, int64_t c) { return add(x, i32Constant(b, loc, c)); };
   auto times8 = [&](Value x) { return LLVM::ShlOp::create(b, loc, x, i32Constant(b, loc, 3)).getResult(); };
-  Value lane = threadId(b, loc).lane;
-  Value laneRow = LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7));
-  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3)); // the matrix this lane points into
-  Value matrixLow = LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1));
-  Value matrixHigh = LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1));
+  const auto [laneRow, matrixLow, matrixHigh] = matrixLane(b, loc);
   Type i32 = b.getI32Type();
   Values out(dstLayout.numRegisters());
 
@@ -258,14 +267,10 @@ void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType 
   auto layout = toLinearLayout(type.getEncoding(), type.getShape());
   auto index = registerIndex(layout);
   Values warp = warpOffset(b, loc, layout);
-  Value lane = threadId(b, loc).lane;
   auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
-  Value laneRow = LLVM::AndOp::create(b, loc, lane, i32Constant(b, loc, 7));
-  Value matrix = LLVM::LShrOp::create(b, loc, lane, i32Constant(b, loc, 3));
-  Value matrixRow = LLVM::ShlOp::create(b, loc, LLVM::AndOp::create(b, loc, matrix, i32Constant(b, loc, 1)),
-                                        i32Constant(b, loc, 3));
-  Value matrixCol = LLVM::ShlOp::create(b, loc, LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1)),
-                                        i32Constant(b, loc, 3));
+  const auto [laneRow, matrixLow, matrixHigh] = matrixLane(b, loc);
+  Value matrixRow = LLVM::ShlOp::create(b, loc, matrixLow, i32Constant(b, loc, 3));
+  Value matrixCol = LLVM::ShlOp::create(b, loc, matrixHigh, i32Constant(b, loc, 3));
   Value row0 = LLVM::AddOp::create(b, loc, LLVM::AddOp::create(b, loc, warp[0], laneRow), matrixRow);
   Value col0 = LLVM::AddOp::create(b, loc, warp[1], matrixCol);
   Type element = type.getElementType();
