@@ -128,8 +128,7 @@ template <typename T> Kernel keysAndValues() {
               .load(start, bm, dims, row_ok);
       // lse is +inf-safe: rows past n_q read 0 and are masked below.
       auto read_rows = [&] {
-        return RowStatistics{loadRowStatistic(lse, batch_heads, n_q, query_head, start, bm, block_pointers) * kLog2e,
-                             loadRowStatistic(delta, batch_heads, n_q, query_head, start, bm, block_pointers)};
+        return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
       };
       Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
       if (causal)

@@ -3,6 +3,7 @@
 #define TESSERA_KERNELS_LIB_ATTENTIONKERNELS_H
 
 #include "tessera/kernels/block_sparse.h"
+#include "tessera/kernels/online_softmax.h"
 
 #include <tessera/dsl.h>
 
@@ -109,6 +110,14 @@ inline dsl::Tile loadRowStatistic(const dsl::Tile &stats, const dsl::Tile &batch
                         {rows});
   dsl::Tile indices = start + dsl::arange(0, rows);
   return dsl::load(stats + batch_head.to<dsl::i64>() * n + indices, indices < n, 0);
+}
+
+/// Both statistics of those rows (loadRowStatistic), the LSE scaled to log2 units.
+inline RowStatistics loadRowStatistics(const dsl::Tile &lse, const dsl::Tile &delta, const dsl::Tile &batch_heads,
+                                       const dsl::Tile &n, const dsl::Tile &batch_head, const dsl::Tile &start,
+                                       int64_t rows, bool block_pointers) {
+  return {loadRowStatistic(lse, batch_heads, n, batch_head, start, rows, block_pointers) * OnlineSoftmax::log2e,
+          loadRowStatistic(delta, batch_heads, n, batch_head, start, rows, block_pointers)};
 }
 
 /// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's

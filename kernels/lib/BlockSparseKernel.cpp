@@ -156,9 +156,7 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
           Tile q_tile = queries.load(start, bm, dims, row_ok);
           Tile do_tile = grads.load(start, bm, dims, row_ok);
           auto read_rows = [&] {
-            return RowStatistics{
-                loadRowStatistic(lse, batch_heads, n_q, query_head, start, bm, block_pointers) * OnlineSoftmax::log2e,
-                loadRowStatistic(delta, batch_heads, n_q, query_head, start, bm, block_pointers)};
+            return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
           };
           Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
                                    mask_aux);

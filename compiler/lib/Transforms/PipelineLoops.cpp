@@ -398,12 +398,13 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
       readFromRing(at, use, buffer, slot);
   // A row (the backward's LSE) is read where it is used: it takes registers from there only.
   if (ring)
-    for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers))
+    for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers)) {
+      bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
       for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses())) {
-        bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
         OpBuilder reader = row ? OpBuilder(use.getOwner()) : at;
         readFromRing(reader, use, buffer, slot);
       }
+    }
   SmallVector<Value> next(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
     next = nextIteration(at, loop, body, next);
