@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sys/wait.h>
 #include <tuple>
 #include <unistd.h>
@@ -141,6 +142,17 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("bar.sync \t1, 256;"));
   EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
   EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
+}
+
+// Shared-memory addresses are 32-bit (nvptx-short-ptr): ldmatrix, cp.async and the staging
+// stores name one register each, not a 64-bit pair, so addresses a loop keeps cost half.
+TEST(CompilerConfig, SharedAddressesTakeOneRegister) {
+  dsl::Kernel matmul = examples::matmul<dsl::f16>();
+  const dsl::Config config{{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}, {"num_warps", 4}, {"num_stages", 3}};
+  std::string ptx = compiler::compile(matmul.trace(config, alignedMatmul(matmul)), compiler::Target{8, 0}).ptx;
+  EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(ldmatrix[^\n]*\[%r\d+\])")));
+  EXPECT_TRUE(std::regex_search(ptx, std::regex(R"(cp\.async[^\n]*\[%r\d+\], \[%rd\d+\])")));
+  EXPECT_FALSE(std::regex_search(ptx, std::regex(R"((ld|st)\.shared[^\n]*\[%rd)")));
 }
 
 // programs_per_sm: each program gets its share of an SM's 65536 registers; a producer

@@ -11,6 +11,7 @@
 #include "llvm/IRReader/IRReader.h"
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SourceMgr.h"
@@ -94,6 +95,12 @@ std::string translateToPTX(mlir::ModuleOp module, const Target &target,
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
+    // 32-bit shared-memory pointers: every shared address a thread keeps (staging, ldmatrix
+    // rows, barriers) takes one register, not two.
+    auto *shortPointers = llvm::cl::getRegisteredOptions().lookup("nvptx-short-ptr");
+    if (!shortPointers)
+      throw Error("LLVM's NVPTX backend has no nvptx-short-ptr option");
+    static_cast<llvm::cl::opt<bool> *>(shortPointers)->setValue(true);
   });
   mlir::DialectRegistry registry;
   mlir::registerBuiltinDialectTranslation(registry);

@@ -156,7 +156,7 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
     Value words = ptx(b, loc, result,
                       "ldmatrix.sync.aligned.m8n8.x" + std::to_string(count) + (trans != transposed ? ".trans" : "") +
                           ".shared.b16 {" + operands + "}, [$" + std::to_string(count) + "];",
-                      constraints + "l", {address}, true);
+                      constraints + "r", {address}, true);
     for (int q = 0; q < count; ++q) {
       layout::Coord at = first(q);
       layout::Coord next = isA ? layout::Coord{at[0], at[1] + 1} : layout::Coord{at[0] + 1, at[1]};
@@ -285,7 +285,7 @@ void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType 
     Value idx = sharedIndex(b, loc, {add(row0, corner[0]), add(col0, corner[1])}, type.getShape(), 2, /*swizzle=*/true);
     Value address = LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx});
     words.insert(words.begin(), address);
-    ptx(b, loc, Type(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "l,r,r,r,r", words,
+    ptx(b, loc, Type(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r", words,
         true);
   }
 }

@@ -539,7 +539,7 @@ struct AsyncCopyLowering : ConvertOpToLLVMPattern<AsyncCopyOp> {
                                              i32Constant(rewriter, loc, 0));
       std::string code = std::string("cp.async.") + (size == 16 ? "cg" : "ca") + ".shared.global [$0], [$1], " +
                          std::to_string(size) + ", $2;";
-      ptx(rewriter, loc, Type(), code, "l,l,r", {dst, ptrs[r], srcSize}, true);
+      ptx(rewriter, loc, Type(), code, "r,l,r", {dst, ptrs[r], srcSize}, true);
     }
     rewriter.eraseOp(op);
     return success();
