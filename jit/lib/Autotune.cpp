@@ -281,9 +281,9 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
       copy_device(saved_.back().data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
     }
   }
-  Measure measure = options_.measure ? options_.measure : Measure([&](const dsl::Config &config) {
-    return timeOnGpu(config, grid, args);
-  });
+  Measure measure = [&](const dsl::Config &config) {
+    return options_.measure ? options_.measure(specialized(config, args)) : timeOnGpu(config, grid, args);
+  };
   auto prune = [&](const dsl::Config &config) {
     return options_.prune ? options_.prune(config, args) : std::string();
   };
@@ -322,14 +322,21 @@ void Autotuner::restore(const std::vector<dsl::LaunchArg> &args) {
                 options_.restore[i].second);
 }
 
-double Autotuner::timeOnGpu(const dsl::Config &config, const GridFn &grid,
+dsl::Config Autotuner::specialized(dsl::Config config, const std::vector<dsl::LaunchArg> &args) const {
+  if (options_.specialize)
+    options_.specialize(config, args);
+  return config;
+}
+
+double Autotuner::timeOnGpu(const dsl::Config &tried, const GridFn &grid,
                             const std::vector<dsl::LaunchArg> &args) {
+  const dsl::Config config = specialized(tried, args);
   dsl::Grid g = grid(config);
   // The first launch compiles (or loads from the disk cache); failures surface here.
   auto start = Clock::now();
   dsl::Kernel::Resources used = kernel_.resources(config, args.data(), args.size());
-  compileSeconds_[config.str()] = secondsSince(start);
-  Resources &report = resources_[config.str()];
+  compileSeconds_[tried.str()] = secondsSince(start);
+  Resources &report = resources_[tried.str()];
   report = {used.registers, used.spilled_bytes};
   // Pruned after compiling (a config needing more shared memory than the GPU has failed to
   // load already): heavy spilling (local-memory traffic per iteration) never wins; a few

@@ -122,6 +122,12 @@ std::string lengthsKey(const std::vector<dsl::LaunchArg> &args, size_t nq) {
          std::to_string(powerOfTwoAtLeast(args[nq + 1].integer()));
 }
 
+/// EVEN_BLOCKS: whether the sequence lengths are whole blocks of the config, so that the
+/// backward kernels' masks leave out the bounds (FlashAttention's even-MN case).
+void markEvenBlocks(dsl::Config &config, int64_t n_q, int64_t n_kv) {
+  config.set("EVEN_BLOCKS", n_q % config["BLOCK_M"] == 0 && n_kv % config["BLOCK_N"] == 0 ? 1 : 0);
+}
+
 /// The forward kernel of a dtype, made once (its compiled variants are cached with it).
 const dsl::Kernel &forwardKernel(dsl::DType dtype) {
   static std::mutex mutex;
@@ -161,9 +167,13 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
     options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) { return lengthsKey(args, n_q); };
     if (!pass)
       slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
-    else
+    else {
+      options.specialize = [n_q](dsl::Config &config, const std::vector<dsl::LaunchArg> &args) {
+        markEvenBlocks(config, args[n_q].integer(), args[n_q + 1].integer());
+      };
       slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[*pass == BackwardPass::queries ? 2 : 1],
                                               attention_backward_configs(padded, causal, *pass), options);
+    }
   }
   return *slot;
 }
@@ -424,15 +434,23 @@ std::vector<ShippedKernel> shipped_kernels() {
           kernels.push_back({backward[3], deltaConfig(padded), variant});
         }
         // The dK/dV pass adding dQ: every config where the library takes it by default (d =
-        // 128), the first elsewhere.
+        // 128), the first elsewhere; those and each pass's first config also at lengths that
+        // are whole blocks (EVEN_BLOCKS), as the tuner times them there.
+        auto withEven = [&](const dsl::Kernel &kernel, dsl::Config config, const std::string &name, bool even) {
+          kernels.push_back({kernel, config, name});
+          if (even) {
+            markEvenBlocks(config, config["BLOCK_M"], config["BLOCK_N"]);
+            kernels.push_back({kernel, config, name + ".even"});
+          }
+        };
         std::vector<dsl::Config> adding = attention_backward_configs(padded, causal, BackwardPass::keys_values_adding_dq);
         for (size_t i = 0; i < (padded == 128 ? adding.size() : 1); ++i)
-          kernels.push_back({backward[1], adding[i], variant + ".atomic_dq" + (i ? ".c" + std::to_string(i) : "")});
+          withEven(backward[1], adding[i], variant + ".atomic_dq" + (i ? ".c" + std::to_string(i) : ""), true);
         for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries}) {
           std::vector<dsl::Config> passConfigs = attention_backward_configs(padded, causal, pass);
           for (size_t i = 0; i < passConfigs.size(); ++i)
-            kernels.push_back({backward[pass == BackwardPass::keys_values ? 1 : 2], passConfigs[i],
-                               variant + (i ? ".c" + std::to_string(i) : "")});
+            withEven(backward[pass == BackwardPass::keys_values ? 1 : 2], passConfigs[i],
+                     variant + (i ? ".c" + std::to_string(i) : ""), i == 0);
         }
       }
   return kernels;
@@ -643,6 +661,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                                                   : tunerFor(pass, q.dtype, padded, options.causal).config_for(grid, args);
     if (pass == BackwardPass::keys_values_adding_dq)
       config.set("ATOMIC_DQ", 1); // a given keys_values_config too
+    markEvenBlocks(config, p.n_q, p.n_kv);
     if (keysValues) // dK/dV reads Q and dO through block pointers, dQ K and V
       blockPointersWhereTheTmaCopies(config, {&q, &dout});
     else

@@ -32,6 +32,21 @@ Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows,
   return dqAccumHead(dq_accum, batch_head, n_q, d) + expand_dims(rows, 1) * d + columns;
 }
 
+/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together: those in bounds
+/// (all where EVEN_BLOCKS says the lengths are whole blocks) that a causal mask, bottom-right
+/// aligned, lets see each other (key <= query + diagonal). None: every pair.
+std::optional<Tile> visiblePairs(bool even, bool causal, const Tile &rows, const Tile &cols, const Tile &n_q,
+                                 const Tile &n_kv, const Tile &diagonal) {
+  std::optional<Tile> visible;
+  if (!even)
+    visible = cols < n_kv && rows < n_q;
+  if (causal) {
+    Tile seen = cols <= rows + diagonal;
+    visible = visible ? *visible && seen : seen;
+  }
+  return visible;
+}
+
 /// A program of the row-wise passes (delta, dQ's conversion): BLOCK_M rows of one query head,
 /// grid (cdiv(n_q, BLOCK_M), batch * heads_q).
 struct RowBlock {
@@ -77,6 +92,7 @@ template <typename T> Kernel dqFromAccum() {
 /// dK and dV of one key block of one KV head: the query blocks of every query head of its
 /// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
 /// With BLOCK_POINTERS, Q and dO are read through block pointers (on Hopper the TMA's copies).
+/// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no bounds in the masks.
 /// With ATOMIC_DQ, also each query block's share of dQ (dS K, unscaled), added into the f32
 /// workspace dq_accum: one pass over the scores instead of two, but the order of the
 /// additions varies from run to run (not bitwise repeatable).
@@ -92,6 +108,7 @@ template <typename T> Kernel keysAndValues() {
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const bool atomic_dq = cfg.get("ATOMIC_DQ", 0) != 0;
+    const bool even = cfg.get("EVEN_BLOCKS", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_kv).to<i64>(), kv_head = (batch_head % heads_kv).to<i64>();
@@ -130,11 +147,10 @@ template <typename T> Kernel keysAndValues() {
       auto read_rows = [&] {
         return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
       };
-      Tile visible = expand_dims(cols, 1) < n_kv && expand_dims(rows, 0) < n_q;
-      if (causal)
-        visible = visible && expand_dims(cols, 1) <= expand_dims(rows, 0) + diagonal;
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
+      const std::optional<Tile> visible =
+          visiblePairs(even, causal, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv, diagonal);
       std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
       accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
                            [&](const Tile &ds_t) {
@@ -157,7 +173,8 @@ template <typename T> Kernel keysAndValues() {
 }
 
 /// dQ of one query block: every key block it sees, P recomputed from the saved LSE. With
-/// BLOCK_POINTERS, K and V are read through block pointers (on Hopper the TMA's copies).
+/// BLOCK_POINTERS, K and V are read through block pointers (on Hopper the TMA's copies). With
+/// EVEN_BLOCKS, no bounds in the masks.
 template <typename T> Kernel queries() {
   return kernel("attention_bwd_dq", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                        Ptr<T> dq, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim,
@@ -168,6 +185,7 @@ template <typename T> Kernel queries() {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
+    const bool even = cfg.get("EVEN_BLOCKS", 0) != 0;
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
@@ -194,9 +212,8 @@ template <typename T> Kernel queries() {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
       Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
-      Tile visible = expand_dims(cols, 0) < n_kv && expand_dims(rows, 1) < n_q;
-      if (causal)
-        visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
+      const std::optional<Tile> visible =
+          visiblePairs(even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv, diagonal);
       accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
     });
     store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims),

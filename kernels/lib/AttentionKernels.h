@@ -8,6 +8,7 @@
 #include <tessera/dsl.h>
 
 #include <functional>
+#include <optional>
 
 namespace tessera::kernels::detail {
 
@@ -136,13 +137,14 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
 /// saved LSE in log2 units; `visible` [keys, queries] (transposed) drops out-of-bounds and
-/// masked pairs. One query block's share of a key block's dV and dK (without the final scale).
+/// masked pairs (none: every pair counts). One query block's share of a key block's dV and dK (without the final scale).
 /// `read_rows` reads the query block's statistics; it is called once the block's products are
 /// issued, so that rows read from a pipeline stage (loadRowStatistic's block pointers) take no
 /// registers while they are. `with_ds` gets dS^T in q's dtype before dK's product is issued (so
 /// that dQ's share, dS K, issued there, overlaps it).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
-                                 const std::function<RowStatistics()> &read_rows, const dsl::Tile &visible,
+                                 const std::function<RowStatistics()> &read_rows,
+                                 const std::optional<dsl::Tile> &visible,
                                  const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc,
                                  const std::function<void(const dsl::Tile &)> &with_ds = {}) {
   using namespace tessera::dsl;
@@ -151,7 +153,9 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
   Tile s_t = dot(k, trans(q));
   Tile dp_t = dot(v, trans(dout));
   const auto [row_lse, row_delta] = read_rows();
-  Tile p_t = where(visible, exp2(score.logits(s_t) - expand_dims(row_lse, 0)), 0.0);
+  Tile p_t = exp2(score.logits(s_t) - expand_dims(row_lse, 0));
+  if (visible)
+    p_t = where(*visible, p_t, 0.0);
   dv_acc = dot(p_t.to(q.dtype()), dout, dv_acc);
   Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
   if (score.slope)
@@ -164,12 +168,15 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
 
 /// One key block's share of a query block's dQ (without the final scale).
 inline void accumulateQueries(const dsl::Tile &q, const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &dout,
-                              const dsl::Tile &row_lse, const dsl::Tile &row_delta, const dsl::Tile &visible,
+                              const dsl::Tile &row_lse, const dsl::Tile &row_delta,
+                              const std::optional<dsl::Tile> &visible,
                               const ScoreTransform &score, dsl::Tile &dq_acc) {
   using namespace tessera::dsl;
   Tile s = dot(q, trans(k));
   Tile dp = dot(dout, trans(v)); // issued before P is computed: they overlap on Hopper
-  Tile p = where(visible, exp2(score.logits(s) - expand_dims(row_lse, 1)), 0.0);
+  Tile p = exp2(score.logits(s) - expand_dims(row_lse, 1));
+  if (visible)
+    p = where(*visible, p, 0.0);
   Tile ds = p * (dp - expand_dims(row_delta, 1));
   if (score.slope)
     ds = ds * score.slope(s);

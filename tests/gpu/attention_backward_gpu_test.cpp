@@ -138,17 +138,22 @@ INSTANTIATE_TEST_SUITE_P(
                       BackwardCase{2, 113, 300, 2, 2, 64, false, DType::f16, -1, true},
                       BackwardCase{1, 300, 113, 4, 2, 128, true, DType::bf16, -1, true},
                       BackwardCase{1, 257, 257, 3, 1, 96, false, DType::f16, -1, true},
-                      BackwardCase{2, 200, 177, 4, 2, 128, false, DType::bf16, -1, true}),
+                      BackwardCase{2, 200, 177, 4, 2, 128, false, DType::bf16, -1, true},
+                      // lengths of whole blocks (EVEN_BLOCKS: masks without bounds)
+                      BackwardCase{2, 256, 512, 4, 2, 128, false, DType::f16, -1, true},
+                      BackwardCase{1, 384, 256, 2, 2, 64, true, DType::bf16}),
     [](const auto &info) { return nameOf(info.param); });
 
 // Every config of both passes' tuning spaces (paired in order, the shorter list wrapping), on
-// ragged lengths and on lengths of 16-multiples (not of the blocks), where the dK/dV pass's
-// TMA copies the LSE and delta rows too (GQA: rows of several heads).
+// ragged lengths, on lengths of 16-multiples (not of the blocks), where the dK/dV pass's TMA
+// copies the LSE and delta rows too (GQA: rows of several heads), and on whole blocks, where
+// the masks leave out the bounds (EVEN_BLOCKS).
 std::vector<BackwardCase> everyConfig() {
   std::vector<BackwardCase> cases;
   for (int64_t d : {64, 128, 256})
     for (bool causal : {false, true})
-      for (BackwardCase shape : {BackwardCase{1, 200, 331, 2, 1}, BackwardCase{2, 208, 336, 4, 2}}) {
+      for (BackwardCase shape :
+           {BackwardCase{1, 200, 331, 2, 1}, BackwardCase{2, 208, 336, 4, 2}, BackwardCase{1, 256, 384, 2, 1}}) {
         shape.d = d, shape.causal = causal, shape.dtype = DType::f16;
         size_t count =
             std::max(kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values).size(),

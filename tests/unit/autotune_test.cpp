@@ -238,6 +238,30 @@ TEST_F(TuningStore, KeyExtraBucketsArgumentsIntoOneTuning) {
   EXPECT_EQ(measured, 8);
 }
 
+// Options::specialize: every timed config carries what the arguments decide; the tuning
+// stores and returns the space's config without it (the launcher adds it again).
+TEST_F(TuningStore, SpecializeReachesEveryTimedConfigButNotTheStoredOne) {
+  Kernel k = scaled("specialized");
+  Autotuner::Options options = countingOptions();
+  std::vector<int64_t> evens;
+  options.measure = [&](const Config &c) {
+    evens.push_back(c.get("EVEN", -1));
+    return fakeTime(c);
+  };
+  options.specialize = [](Config &c, const std::vector<LaunchArg> &args) {
+    c.set("EVEN", args[3].integer() % c["BLOCK"] == 0 ? 1 : 0);
+  };
+  auto grid = [](const Config &c) { return Grid{uint32_t(c["BLOCK"])}; };
+  float *x = reinterpret_cast<float *>(0x1000);
+  Autotuner tuner(k, space(), options);
+  Config best = tuner.config_for(grid, {x, x, x, 64, int64_t(4), 2.0f});
+  ASSERT_EQ(evens.size(), space().size());
+  for (size_t i = 0; i < evens.size(); ++i)
+    EXPECT_EQ(evens[i], 64 % space()[i]["BLOCK"] == 0 ? 1 : 0) << space()[i].str();
+  EXPECT_EQ(best.get("EVEN", -1), -1);
+  EXPECT_EQ(TuningDatabase(path_).lookup(h200, tuner.key({x, x, x, 64, int64_t(4), 2.0f}))->get("EVEN", -1), -1);
+}
+
 TEST_F(TuningStore, KernelIdentityChangesWithItsCode) {
   Autotuner::Options options;
   options.key_arguments = {3};

@@ -88,6 +88,9 @@ public:
     std::function<std::string(const std::vector<dsl::LaunchArg> &)> key_extra;
     std::vector<std::pair<size_t, size_t>> restore; // (pointer argument, bytes) written in place
     std::function<std::string(const dsl::Config &, const std::vector<dsl::LaunchArg> &)> prune;
+    /// Settings the arguments decide (e.g. that the lengths are whole blocks), added to every
+    /// config timed; whoever launches the chosen config adds them too (it is stored without).
+    std::function<void(dsl::Config &, const std::vector<dsl::LaunchArg> &)> specialize;
     int warmup = 3;
     int runs = 20;
     /// Custom timing (default: CUDA events around the kernel, inputs restored, L2 flushed).
@@ -112,6 +115,8 @@ public:
   std::string key(const std::vector<dsl::LaunchArg> &args) const;
 
 private:
+  /// `config` with the settings these arguments decide (Options::specialize).
+  dsl::Config specialized(dsl::Config config, const std::vector<dsl::LaunchArg> &args) const;
   double timeOnGpu(const dsl::Config &config, const GridFn &grid, const std::vector<dsl::LaunchArg> &args);
   void restore(const std::vector<dsl::LaunchArg> &args);
 
