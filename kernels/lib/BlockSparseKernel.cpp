@@ -19,9 +19,15 @@ struct QueryBlock {
 
 /// The visibility of [rows x cols] (either orientation) in a listed block: in bounds, and
 /// through mask_mod when the block is partial. The modifiers see positions clamped into the
-/// sequences (they may read tensors at them); the bounds drop what lies past the ends.
-Tile visibleIn(const Modifiers &mods, bool partial, const Tile &batch, const Tile &head, const Tile &q_idx,
-               const Tile &kv_idx, const Tile &n_q, const Tile &n_kv, const Tile &aux) {
+/// sequences (they may read tensors at them); the bounds drop what lies past the ends. None
+/// (every pair) for a full block without score_mod: its keys lie within n_kv (BlockMask lists
+/// a ragged last key block as partial), and query rows past n_q add nothing to dK, dV (their
+/// Q, dO, LSE and delta read 0: P = 1, dS = 0) and give dQ rows that are not stored.
+std::optional<Tile> visibleIn(const Modifiers &mods, bool partial, const Tile &batch, const Tile &head,
+                              const Tile &q_idx, const Tile &kv_idx, const Tile &n_q, const Tile &n_kv,
+                              const Tile &aux) {
+  if (!partial && !mods.score_mod)
+    return std::nullopt;
   Tile ok = q_idx < n_q && kv_idx < n_kv;
   if (partial && mods.mask_mod)
     ok = ok && mods.mask_mod(batch, head, minimum(q_idx, n_q - 1), minimum(kv_idx, n_kv - 1), aux);
@@ -94,7 +100,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
                                      expand_dims(minimum(cols, n_kv - 1), 0), score_aux)
                           .logits(qk);
         if (partial)
-          scores = where(visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
+          scores = where(*visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                    mask_aux),
                          scores, -INFINITY);
         if (overlap)
@@ -158,8 +164,8 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
           auto read_rows = [&] {
             return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
           };
-          Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv,
-                                   mask_aux);
+          const std::optional<Tile> visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 0),
+                                                        expand_dims(cols, 1), n_q, n_kv, mask_aux);
           const ScoreTransform scores = modifiedScores(mods, scale, batch, head,
                                                        expand_dims(minimum(rows, n_q - 1), 0),
                                                        expand_dims(minimum(cols, n_kv - 1), 1), score_aux);
@@ -212,8 +218,8 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
         Tile col_ok = expand_dims(cols, 1) < n_kv && block.dim_ok;
         Tile k_tile = keys.load(start, bn, dims, col_ok);
         Tile v_tile = values.load(start, bn, dims, col_ok);
-        Tile visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
-                                 mask_aux);
+        const std::optional<Tile> visible = visibleIn(mods, partial, batch, head, expand_dims(rows, 1),
+                                                      expand_dims(cols, 0), n_q, n_kv, mask_aux);
         const ScoreTransform scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
                                                      expand_dims(minimum(cols, n_kv - 1), 0), score_aux);
         accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
