@@ -32,14 +32,17 @@ Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows,
   return dqAccumHead(dq_accum, batch_head, n_q, d) + expand_dims(rows, 1) * d + columns;
 }
 
-/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together: those in bounds
-/// (all where EVEN_BLOCKS says the lengths are whole blocks) that a causal mask, bottom-right
-/// aligned, lets see each other (key <= query + diagonal). None: every pair.
-std::optional<Tile> visiblePairs(bool even, bool causal, const Tile &rows, const Tile &cols, const Tile &n_q,
-                                 const Tile &n_kv, const Tile &diagonal) {
+/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together. Query rows past
+/// n_q need no mask: their Q, dO, LSE and delta read 0 (P = 1, dS = 0), which adds nothing to
+/// dK, dV or dQ's workspace, and the dQ pass does not store them. Keys past n_kv read 0 too,
+/// but P = exp2(-LSE) there may overflow, and a product summing over keys (dQ's) would turn it
+/// into NaN: `bound_keys` drops them. Causal, bottom-right aligned: key <= query + diagonal.
+/// None: every pair.
+std::optional<Tile> visiblePairs(bool bound_keys, bool causal, const Tile &rows, const Tile &cols, const Tile &n_kv,
+                                 const Tile &diagonal) {
   std::optional<Tile> visible;
-  if (!even)
-    visible = cols < n_kv && rows < n_q;
+  if (bound_keys)
+    visible = cols < n_kv;
   if (causal) {
     Tile seen = cols <= rows + diagonal;
     visible = visible ? *visible && seen : seen;
@@ -92,7 +95,7 @@ template <typename T> Kernel dqFromAccum() {
 /// dK and dV of one key block of one KV head: the query blocks of every query head of its
 /// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
 /// With BLOCK_POINTERS, Q and dO are read through block pointers (on Hopper the TMA's copies).
-/// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no bounds in the masks.
+/// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no key bound in the mask.
 /// With ATOMIC_DQ, also each query block's share of dQ (dS K, unscaled), added into the f32
 /// workspace dq_accum: one pass over the scores instead of two, but the order of the
 /// additions varies from run to run (not bitwise repeatable).
@@ -149,8 +152,9 @@ template <typename T> Kernel keysAndValues() {
       };
       // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
       // lse = -inf and P = 0.
+      // Keys past n_kv matter only to dQ's share: their dK and dV rows are not stored.
       const std::optional<Tile> visible =
-          visiblePairs(even, causal, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv, diagonal);
+          visiblePairs(atomic_dq && !even, causal, expand_dims(rows, 0), expand_dims(cols, 1), n_kv, diagonal);
       std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
       accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
                            [&](const Tile &ds_t) {
@@ -174,7 +178,7 @@ template <typename T> Kernel keysAndValues() {
 
 /// dQ of one query block: every key block it sees, P recomputed from the saved LSE. With
 /// BLOCK_POINTERS, K and V are read through block pointers (on Hopper the TMA's copies). With
-/// EVEN_BLOCKS, no bounds in the masks.
+/// EVEN_BLOCKS, no key bound in the mask.
 template <typename T> Kernel queries() {
   return kernel("attention_bwd_dq", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                        Ptr<T> dq, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim,
@@ -213,7 +217,7 @@ template <typename T> Kernel queries() {
       Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
       Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
       const std::optional<Tile> visible =
-          visiblePairs(even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv, diagonal);
+          visiblePairs(!even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_kv, diagonal);
       accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
     });
     store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims),
