@@ -131,43 +131,56 @@ template <typename T> Kernel keysAndValues() {
 
     // One loop over (query head of the group, query block), so that Q and dO pipeline through
     // one ring across the heads too; the head and the block are carried (index math the
-    // pipeliner can run ahead: no division).
+    // pipeliner can run ahead: no division). With SPLIT_MASKED and the causal mask (not with
+    // ATOMIC_DQ: a second loop would stage dQ tiles of its own), two such loops: first the
+    // blocks the diagonal crosses, then the rest without a mask (as the forward splits).
     Tile blocks = (maximum(n_q - m_begin, 0) + (bm - 1)) / bm;
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
-    Tile member = 0 * group, start = m_begin;
-    for_range(0, group * blocks, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
-      Tile head = kv_head * group + member.to<i64>();
-      Tile query_head = batch.to<i32>() * heads_q + head.to<i32>();
-      Tile rows = start + arange(0, bm);
-      Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-      // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
-      Tile q_tile = HeadRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head, block_pointers)
-                        .load(start, bm, dims, row_ok);
-      Tile do_tile =
-          HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
-              .load(start, bm, dims, row_ok);
-      // lse is +inf-safe: rows past n_q read 0 and are masked below.
-      auto read_rows = [&] {
-        return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
-      };
-      // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
-      // lse = -inf and P = 0.
-      // Keys past n_kv matter only to dQ's share: their dK and dV rows are not stored.
-      const std::optional<Tile> visible =
-          visiblePairs(atomic_dq && !even, causal, expand_dims(rows, 0), expand_dims(cols, 1), n_kv, diagonal);
-      std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
-      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
-                           [&](const Tile &ds_t) {
-                             if (atomic_dq)
-                               dq_share = dot(trans(ds_t), k_tile);
-                           });
-      if (dq_share) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
-        bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d,
-                 *dq_share, dqAccumOrder(d));
-      Tile next = start + bm, wrap = next >= n_q;
-      start = where(wrap, m_begin, next);
-      member = where(wrap, member + 1, member);
-    });
+    // Blocks first..first + count of each query head's, the causal mask applied where `masked`.
+    auto visit = [&](const Tile &first, const Tile &count, bool masked) {
+      Tile begin = m_begin + first * bm, end = begin + count * bm;
+      Tile member = 0 * group, start = begin;
+      for_range(0, group * count, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
+        Tile head = kv_head * group + member.to<i64>();
+        Tile query_head = batch.to<i32>() * heads_q + head.to<i32>();
+        Tile rows = start + arange(0, bm);
+        Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+        // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
+        Tile q_tile = HeadRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head, block_pointers)
+                          .load(start, bm, dims, row_ok);
+        Tile do_tile =
+            HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
+                .load(start, bm, dims, row_ok);
+        // Rows past n_q read LSE and delta 0 too (P = 1, dS = 0: they add nothing).
+        auto read_rows = [&] {
+          return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
+        };
+        // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
+        // lse = -inf and P = 0. Keys past n_kv matter only to dQ's share: their dK and dV rows
+        // are not stored.
+        const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked, expand_dims(rows, 0),
+                                                         expand_dims(cols, 1), n_kv, diagonal);
+        std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
+        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
+                             [&](const Tile &ds_t) {
+                               if (atomic_dq)
+                                 dq_share = dot(trans(ds_t), k_tile);
+                             });
+        if (dq_share) // whole rows of the workspace: rows past n_q add zeros (dS is 0 there)
+          bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d, *dq_share, dqAccumOrder(d));
+        Tile next = start + bm, wrap = next >= end;
+        start = where(wrap, begin, next);
+        member = where(wrap, member + 1, member);
+      });
+    };
+    if (causal && !atomic_dq && cfg.get("SPLIT_MASKED", 0)) {
+      // Query block `start` sees all of this program's keys once start >= last key - diagonal.
+      Tile crossing = minimum(maximum((program_id(0) * bn + bn - 1 - diagonal - m_begin + bm - 1) / bm, 0), blocks);
+      visit(0, crossing, true);
+      visit(crossing, blocks - crossing, false);
+    } else {
+      visit(0, blocks, true);
+    }
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
     store(rowPointers(dk + batch * dk_sb + kv_head * dk_sh, cols, dk_sn, dims),
           (dk_acc * scale).to(T::dtype), out_ok);
