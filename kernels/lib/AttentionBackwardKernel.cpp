@@ -32,14 +32,17 @@ Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows,
   return dqAccumHead(dq_accum, batch_head, n_q, d) + expand_dims(rows, 1) * d + columns;
 }
 
-/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together: those in bounds
-/// (all where EVEN_BLOCKS says the lengths are whole blocks) that a causal mask, bottom-right
-/// aligned, lets see each other (key <= query + diagonal). None: every pair.
-std::optional<Tile> visiblePairs(bool even, bool causal, const Tile &rows, const Tile &cols, const Tile &n_q,
-                                 const Tile &n_kv, const Tile &diagonal) {
+/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together. Query rows past
+/// n_q need no mask: their Q, dO, LSE and delta read 0 (P = 1, dS = 0), which adds nothing to
+/// dK, dV or dQ's workspace, and the dQ pass does not store them. Keys past n_kv read 0 too,
+/// but P = exp2(-LSE) there may overflow, and a product summing over keys (dQ's) would turn it
+/// into NaN: `bound_keys` drops them. Causal, bottom-right aligned: key <= query + diagonal.
+/// None: every pair.
+std::optional<Tile> visiblePairs(bool bound_keys, bool causal, const Tile &rows, const Tile &cols, const Tile &n_kv,
+                                 const Tile &diagonal) {
   std::optional<Tile> visible;
-  if (!even)
-    visible = cols < n_kv && rows < n_q;
+  if (bound_keys)
+    visible = cols < n_kv;
   if (causal) {
     Tile seen = cols <= rows + diagonal;
     visible = visible ? *visible && seen : seen;
@@ -92,7 +95,7 @@ template <typename T> Kernel dqFromAccum() {
 /// dK and dV of one key block of one KV head: the query blocks of every query head of its
 /// group, in order (deterministic), recomputing P^T from the saved LSE (FlashAttention 2).
 /// With BLOCK_POINTERS, Q and dO are read through block pointers (on Hopper the TMA's copies).
-/// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no bounds in the masks.
+/// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no key bound in the mask.
 /// With ATOMIC_DQ, also each query block's share of dQ (dS K, unscaled), added into the f32
 /// workspace dq_accum: one pass over the scores instead of two, but the order of the
 /// additions varies from run to run (not bitwise repeatable).
@@ -128,42 +131,56 @@ template <typename T> Kernel keysAndValues() {
 
     // One loop over (query head of the group, query block), so that Q and dO pipeline through
     // one ring across the heads too; the head and the block are carried (index math the
-    // pipeliner can run ahead: no division).
+    // pipeliner can run ahead: no division). With SPLIT_MASKED and the causal mask (not with
+    // ATOMIC_DQ: a second loop would stage dQ tiles of its own), two such loops: first the
+    // blocks the diagonal crosses, then the rest without a mask (as the forward splits).
     Tile blocks = (maximum(n_q - m_begin, 0) + (bm - 1)) / bm;
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
-    Tile member = 0 * group, start = m_begin;
-    for_range(0, group * blocks, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
-      Tile head = kv_head * group + member.to<i64>();
-      Tile query_head = batch.to<i32>() * heads_q + head.to<i32>();
-      Tile rows = start + arange(0, bm);
-      Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
-      // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
-      Tile q_tile = HeadRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head, block_pointers)
-                        .load(start, bm, dims, row_ok);
-      Tile do_tile =
-          HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
-              .load(start, bm, dims, row_ok);
-      // lse is +inf-safe: rows past n_q read 0 and are masked below.
-      auto read_rows = [&] {
-        return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
-      };
-      // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
-      // lse = -inf and P = 0.
-      const std::optional<Tile> visible =
-          visiblePairs(even, causal, expand_dims(rows, 0), expand_dims(cols, 1), n_q, n_kv, diagonal);
-      std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
-      accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
-                           [&](const Tile &ds_t) {
-                             if (atomic_dq)
-                               dq_share = dot(trans(ds_t), k_tile);
-                           });
-      if (dq_share) // whole rows of the workspace: rows past n_q add zeros (P is 0 there)
-        bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d,
-                 *dq_share, dqAccumOrder(d));
-      Tile next = start + bm, wrap = next >= n_q;
-      start = where(wrap, m_begin, next);
-      member = where(wrap, member + 1, member);
-    });
+    // Blocks first..first + count of each query head's, the causal mask applied where `masked`.
+    auto visit = [&](const Tile &first, const Tile &count, bool masked) {
+      Tile begin = m_begin + first * bm, end = begin + count * bm;
+      Tile member = 0 * group, start = begin;
+      for_range(0, group * count, 1, {dk_acc, dv_acc, member, start}, [&](Tile) {
+        Tile head = kv_head * group + member.to<i64>();
+        Tile query_head = batch.to<i32>() * heads_q + head.to<i32>();
+        Tile rows = start + arange(0, bm);
+        Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
+        // Q's and dO's rows start..start + BLOCK_M; a block pointer reads 0 outside the tensor too.
+        Tile q_tile = HeadRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head, block_pointers)
+                          .load(start, bm, dims, row_ok);
+        Tile do_tile =
+            HeadRows({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch, head, block_pointers)
+                .load(start, bm, dims, row_ok);
+        // Rows past n_q read LSE and delta 0 too (P = 1, dS = 0: they add nothing).
+        auto read_rows = [&] {
+          return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
+        };
+        // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
+        // lse = -inf and P = 0. Keys past n_kv matter only to dQ's share: their dK and dV rows
+        // are not stored.
+        const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked, expand_dims(rows, 0),
+                                                         expand_dims(cols, 1), n_kv, diagonal);
+        std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
+        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
+                             [&](const Tile &ds_t) {
+                               if (atomic_dq)
+                                 dq_share = dot(trans(ds_t), k_tile);
+                             });
+        if (dq_share) // whole rows of the workspace: rows past n_q add zeros (dS is 0 there)
+          bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d, *dq_share, dqAccumOrder(d));
+        Tile next = start + bm, wrap = next >= end;
+        start = where(wrap, begin, next);
+        member = where(wrap, member + 1, member);
+      });
+    };
+    if (causal && !atomic_dq && cfg.get("SPLIT_MASKED", 0)) {
+      // Query block `start` sees all of this program's keys once start >= last key - diagonal.
+      Tile crossing = minimum(maximum((program_id(0) * bn + bn - 1 - diagonal - m_begin + bm - 1) / bm, 0), blocks);
+      visit(0, crossing, true);
+      visit(crossing, blocks - crossing, false);
+    } else {
+      visit(0, blocks, true);
+    }
     Tile out_ok = expand_dims(cols, 1) < n_kv && dim_ok;
     store(rowPointers(dk + batch * dk_sb + kv_head * dk_sh, cols, dk_sn, dims),
           (dk_acc * scale).to(T::dtype), out_ok);
@@ -174,7 +191,7 @@ template <typename T> Kernel keysAndValues() {
 
 /// dQ of one query block: every key block it sees, P recomputed from the saved LSE. With
 /// BLOCK_POINTERS, K and V are read through block pointers (on Hopper the TMA's copies). With
-/// EVEN_BLOCKS, no bounds in the masks.
+/// EVEN_BLOCKS, no key bound in the mask.
 template <typename T> Kernel queries() {
   return kernel("attention_bwd_dq", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                        Ptr<T> dq, Int n_q, Int n_kv, Int heads_q, Int group, Int head_dim,
@@ -213,7 +230,7 @@ template <typename T> Kernel queries() {
       Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
       Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
       const std::optional<Tile> visible =
-          visiblePairs(even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv, diagonal);
+          visiblePairs(!even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_kv, diagonal);
       accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
     });
     store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims),
