@@ -14,10 +14,10 @@ namespace tessera::jit::driver {
   X(cuCtxGetCurrent) X(cuCtxGetDevice) \
   X(cuCtxSynchronize) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)            \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc_v2)               \
-  X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyDtoD_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuStreamCreate)      \
+  X(cuMemFree_v2) X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemcpyDtoD_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuStreamCreate)      \
   X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy_v2)            \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)               \
-  X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)
+  X(cuGetErrorString) X(cuPointerGetAttributes) X(cuTensorMapEncodeTiled)
 
 struct Api {
 #define TESSERA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -60,7 +60,8 @@ public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);
   /// Stream-ordered: allocated for work on `stream` and freed after that work (no device
-  /// synchronization either way): a kernel's workspace.
+  /// synchronization either way): a kernel's workspace, from a pool of tessera's that keeps
+  /// the memory it gets back (the next call's workspace is not mapped again).
   DeviceBuffer(size_t bytes, void *stream);
   DeviceBuffer(DeviceBuffer &&other) noexcept;
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
