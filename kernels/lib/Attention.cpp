@@ -335,6 +335,11 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
                          {"num_warps", 4}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
                          {"BLOCK_POINTERS", 1}});
   }
+  // dQ with the causal mask: the key blocks left of the diagonal in a loop without a mask
+  // (SPLIT_MASKED), as in the forward, where the split pays with the causal mask.
+  if (pass == BackwardPass::queries && causal)
+    for (dsl::Config &config : configs)
+      config.set("SPLIT_MASKED", 1);
   return configs;
 }
 
