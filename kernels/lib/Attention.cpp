@@ -335,9 +335,10 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
                          {"num_warps", 4}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
                          {"BLOCK_POINTERS", 1}});
   }
-  // dK/dV with the causal mask: the blocks the diagonal crosses in a loop of their own, the
-  // rest without a mask (SPLIT_MASKED; the pass adding dQ ignores it).
-  if (pass == BackwardPass::keys_values && causal)
+  // With the causal mask, dK/dV's blocks the diagonal crosses in a loop of their own and dQ's
+  // key blocks left of it in a loop without a mask, the rest without one (SPLIT_MASKED, as in
+  // the forward; the pass adding dQ ignores it).
+  if (pass != BackwardPass::keys_values_adding_dq && causal)
     for (dsl::Config &config : configs)
       config.set("SPLIT_MASKED", 1);
   return configs;

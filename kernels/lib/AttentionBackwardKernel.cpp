@@ -222,17 +222,31 @@ template <typename T> Kernel queries() {
     Tile kv_end = n_kv;
     if (causal)
       kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
-
-
+    // With SPLIT_MASKED, the key blocks that every row of this program sees whole (within n_kv,
+    // before the causal diagonal) go through a loop without a mask, the rest through a masked
+    // one after it (as in the forward).
+    const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
+    Tile full_end = 0;
+    if (split) {
+      full_end = n_kv / bn * bn;
+      if (causal)
+        full_end = minimum(full_end, maximum((program_id(0) * bm + diagonal + 1) / bn * bn, 0));
+    }
     Tile dq_acc = zeros({bm, d}, DType::f32);
-    for_range(0, kv_end, bn, {dq_acc}, [&](Tile start) {
-      Tile cols = start + arange(0, bn);
-      Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-      Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
-      const std::optional<Tile> visible =
-          visiblePairs(!even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_kv, diagonal);
-      accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
-    });
+    auto visit = [&](const Tile &begin, const Tile &end, bool masked) {
+      for_range(begin, end, bn, {dq_acc}, [&](Tile start) {
+        Tile cols = start + arange(0, bn);
+        Tile col_ok = expand_dims(cols, 1) < n_kv && dim_ok;
+        Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
+        std::optional<Tile> visible;
+        if (masked)
+          visible = visiblePairs(!even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_kv, diagonal);
+        accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
+      });
+    };
+    if (split)
+      visit(0, full_end, false);
+    visit(full_end, kv_end, true);
     store(rowPointers(dq + batch * dq_sb + head * dq_sh, rows, dq_sn, dims),
           (dq_acc * scale).to(T::dtype), row_ok);
   });
