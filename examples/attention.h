@@ -34,7 +34,7 @@ template <typename T> dsl::Kernel attention_forward() {
       Tile cols = start + arange(0, bn);
       Tile col_ok = expand_dims(cols, 0) < n_kv;
       Tile k_tile = load(k_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);
-      softmax.add(where(col_ok, dot(q_tile, trans(k_tile)) * qk_scale, -INFINITY), [&] {
+      softmax.add(where(col_ok, dot(q_tile, trans(k_tile)), -INFINITY), qk_scale, [&] {
         return load(v_base + expand_dims(cols, 1) * d + expand_dims(dims, 0), expand_dims(cols, 1) < n_kv, 0);
       });
     });

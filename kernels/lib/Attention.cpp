@@ -234,7 +234,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // causal mask); at d <= 64 two 64x128 ones beat 64x64 programs through the TMA without a
   // producer by 5-8%. FlashAttention-3's order (OVERLAP_SOFTMAX) pays where the dots run on
   // Hopper's wgmma; the split into unmasked and masked loops (SPLIT_MASKED) pays with the
-  // causal mask (+25% at d <= 64).
+  // causal mask (+25% at d <= 64). At d = 128, 128 x 128 blocks on two consumer warpgroups
+  // beside a producer (Q in shared memory) issue 8.5 instructions a score where 128 x 64 ones
+  // issue 10.4 (the accumulator's rescale is paid once per 128 keys): they won the tuning at N =
+  // 4096 and 8192 (f16, N = 8192: 1.624 ms where the first config takes 1.824; causal 0.954).
   struct Shape {
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1;
   };
@@ -249,7 +252,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
               {128, 32, 4, 3, 0, 1, 0, 0},   {128, 32, 4, 3, 1, 1, 0, 0},   {128, 64, 4, 2, 0, 1, 0, 0},
               {128, 64, 8, 3, 1, 0, 0, 0},   {64, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 8, 3, 0, 0, 1, 0},
-              {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1}};
+              {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1},
+              {128, 128, 8, 2, 1, 1, 1, 2}};
   else
     shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
               {64, 32, 4, 2, 0, 0, 0, 0}};
@@ -508,6 +512,14 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
   return p;
 }
 
+/// The softmax scale, default 1/sqrt(head_dim); positive, as the kernels take each row's max
+/// of the raw scores and scale it once (a multiply the exponent's FMA absorbs).
+double checkedScale(const std::optional<double> &scale, int64_t head_dim) {
+  if (scale && !(std::isfinite(*scale) && *scale > 0))
+    fail("scale must be positive and finite, got " + std::to_string(*scale));
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
+
 /// Each written view must not overlap any other view.
 void checkWritten(std::initializer_list<Named> written, std::initializer_list<Named> read) {
   for (auto [name, t] : written) {
@@ -550,8 +562,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   const int64_t batch = p.batch, n_q = p.n_q, n_kv = p.n_kv, heads_q = p.heads_q, heads_kv = p.heads_kv,
                 head_dim = p.head_dim;
   checkWritten({{"o", &o}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
-  if (options.scale && !std::isfinite(*options.scale))
-    fail("scale must be finite");
+  const double scale = checkedScale(options.scale, head_dim);
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
     checkConfig(*options.config, padded, options.causal, "attention_forward_configs");
@@ -560,7 +571,6 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   if (o.numel() == 0)
     return;
 
-  double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   std::vector<dsl::LaunchArg> args{q.data, k.data, v.data, o.data, lse.data, n_q, n_kv, heads_q,
                                    heads_q / heads_kv, head_dim, q.stride(0), q.stride(1), q.stride(2),
                                    k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
@@ -598,8 +608,7 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
   }
   checkWritten({{"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
                {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
-  if (options.scale && !std::isfinite(*options.scale))
-    fail("scale must be finite");
+  checkedScale(options.scale, p.head_dim);
   guardDevice(guard, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}, {"dq", &dq},
                       {"dk", &dk}, {"dv", &dv}});
   return p;
@@ -647,7 +656,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
 
-  const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
+  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   const auto &kernels = backwardKernels(q.dtype);
   // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass,
   // with a given dK/dV config, or where that beats the two passes (addingDqPays).
@@ -797,10 +806,9 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
   api = "block_sparse_attention_forward";
   const Problem p = checkProblem(q, k, v, o, lse);
   checkWritten({{"o", &o}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
+  const double scale = checkedScale(options.scale, p.head_dim);
   if (options.causal)
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
-  if (options.scale && !std::isfinite(*options.scale))
-    fail("scale must be finite");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
   const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "attention_forward_configs");
@@ -808,7 +816,6 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
     return;
-  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   const std::vector<dsl::LaunchArg> args{
       q.data, k.data, v.data, o.data, lse.data, mask.device_indices(), inputs.mask_aux, inputs.score_aux, p.n_q,
       p.n_kv, p.heads_q, p.heads_q / p.heads_kv, p.head_dim, mask.heads(), mask.q_blocks(), mask.kv_blocks(),
@@ -841,7 +848,7 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                                                 "attention_backward_configs(queries)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
-  const auto scale = static_cast<float>(options.scale ? *options.scale : 1.0 / std::sqrt(double(p.head_dim)));
+  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
   const bool bf16 = q.dtype == dsl::DType::bf16;
   const std::vector<dsl::LaunchArg> shape{p.n_q,        p.n_kv,        p.heads_q,     p.heads_q / p.heads_kv,

@@ -82,7 +82,7 @@ template <typename T> Kernel forward() {
         Tile qk = dot(q_tile, trans(k_tile));
         if (overlap)
           softmax.multiply_pending(load_v(start - bn, true));
-        Tile scores = qk * qk_scale;
+        Tile scores = qk; // the softmax scales them by qk_scale
         if (masked) {
           Tile visible = expand_dims(cols, 0) < n_kv;
           if (causal)
@@ -90,9 +90,9 @@ template <typename T> Kernel forward() {
           scores = where(visible, scores, -INFINITY);
         }
         if (overlap)
-          softmax.add_deferred(scores);
+          softmax.add_deferred(scores, qk_scale);
         else
-          softmax.add(scores, [&] { return load_v(start, false); });
+          softmax.add(scores, qk_scale, [&] { return load_v(start, false); });
       });
       if (overlap) // the last block's V: its first row is the last multiple of BLOCK_N past begin
         softmax.multiply_pending(load_v(begin + maximum(end - begin - 1, 0) / bn * bn, true));

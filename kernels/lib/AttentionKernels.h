@@ -121,18 +121,21 @@ inline RowStatistics loadRowStatistics(const dsl::Tile &lse, const dsl::Tile &de
           loadRowStatistic(delta, batch_heads, n, batch_head, start, rows, block_pointers)};
 }
 
-/// How scores reach the softmax in the backward: `logits` maps a tile of q.k to the softmax's
-/// logits in log2 units; `slope`, when set, is the derivative of the modified score with respect
-/// to q.k * scale (a score_mod's), which scales dS. Dense attention: logits = q.k * scale *
-/// log2(e), no slope.
+/// How scores reach the softmax: `logits` maps a tile of q.k to the softmax's logits in log2
+/// units; `slope`, when set, is the derivative of the modified score with respect to q.k *
+/// scale (a score_mod's), which scales dS. Dense attention: logits = q.k * `scale` (scale *
+/// log2(e)), no slope; the forward's softmax then takes q.k and `scale` (OnlineSoftmax::add).
+/// The backward keeps the multiply apart: fused into exp2's FMA it took the FA3-shaped dK/dV
+/// pass adding dQ from 60 to 128 B of spills (H200, d = 128, N = 8192: 6.52 ms, 5.75 without).
 struct ScoreTransform {
   std::function<dsl::Tile(const dsl::Tile &)> logits;
   std::function<dsl::Tile(const dsl::Tile &)> slope;
+  std::optional<dsl::Tile> scale;
 };
 
 /// The dense ScoreTransform.
 inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
-  return {[qk_scale](const dsl::Tile &s) { return s * qk_scale; }, {}};
+  return {[qk_scale](const dsl::Tile &s) { return s * qk_scale; }, {}, qk_scale};
 }
 
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the

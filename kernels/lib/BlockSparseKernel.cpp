@@ -96,17 +96,19 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
           Tile previous = start(maximum(j - 1, 0));
           softmax.multiply_pending(values.load(previous, bn, dims, readable(previous) && j > 0));
         }
-        Tile scores = modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
-                                     expand_dims(minimum(cols, n_kv - 1), 0), score_aux)
-                          .logits(qk);
+        const ScoreTransform transform =
+            modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
+                           expand_dims(minimum(cols, n_kv - 1), 0), score_aux);
+        // Unmodified scores stay q.k: the softmax scales them (transform.scale) in its FMA.
+        Tile scores = transform.scale ? qk : transform.logits(qk);
         if (partial)
           scores = where(*visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
                                    mask_aux),
                          scores, -INFINITY);
         if (overlap)
-          softmax.add_deferred(scores);
+          softmax.add_deferred(scores, transform.scale);
         else
-          softmax.add(scores, [&] { return values.load(from, bn, dims, readable(from)); });
+          softmax.add(scores, transform.scale, [&] { return values.load(from, bn, dims, readable(from)); });
       });
       if (overlap) { // the last iteration's V
         Tile last = start(maximum(count * steps - 1, 0));

@@ -205,6 +205,11 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   v.data = nullptr;
   expectError("v is null");
   reset();
+  for (double scale : {0.0, -0.125, double(INFINITY), double(NAN)}) {
+    options.scale = scale;
+    expectError("scale must be positive and finite, got ");
+  }
+  options.scale.reset();
   options.config = attention_forward_configs(128, false).front();
   expectError("is not for head_dim 32, not causal (take one of attention_forward_configs)");
   options.config = attention_forward_configs(32, false).front();
@@ -389,6 +394,9 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
   bad = dq.view;
   bad.dtype = DType::bf16;
   expectError(bad, dk.view, "attention_backward: dq is bf16 but q is f16");
+  options.scale = -1.0;
+  expectError(dq.view, dk.view, "attention_backward: scale must be positive and finite, got -1.0");
+  options.scale.reset();
   options.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
   expectError(dq.view, dk.view, "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
   options.queries_config.reset();

@@ -30,7 +30,7 @@ struct TensorView {
 
 struct AttentionOptions {
   bool causal = false;          ///< bottom-right aligned when n_q != n_kv (FlashAttention 2.1+)
-  std::optional<double> scale;  ///< default 1/sqrt(head_dim)
+  std::optional<double> scale;  ///< positive; default 1/sqrt(head_dim)
   /// Launch with this config (one of attention_forward_configs) instead of the autotuned one.
   std::optional<dsl::Config> config;
   /// The backward's passes with these configs (of attention_backward_configs) instead of the

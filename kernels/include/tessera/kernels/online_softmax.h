@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 
 namespace tessera::kernels {
 
@@ -26,12 +27,15 @@ struct OnlineSoftmax {
       : acc(dsl::zeros({rows, head_dim}, dsl::DType::f32)),
         row_max(dsl::full({rows}, -INFINITY, dsl::DType::f32)), row_sum(dsl::zeros({rows}, dsl::DType::f32)) {}
 
-  /// Fold one key block: `scores` [rows, block] already times scale*log2(e), masked entries
-  /// -inf; `load_v` loads the block's V [block, head_dim] (after the softmax math, so the
-  /// load issues where the kernel's schedule wants it).
-  void add(const dsl::Tile &scores, const std::function<dsl::Tile()> &load_v) {
+  /// Fold one key block: `scores` [rows, block] in log2 units once multiplied by `scale`
+  /// (positive: scale*log2(e) for raw q.k, so the multiply fuses into the exponent's FMA), or
+  /// already in log2 units without it; masked entries -inf. `load_v` loads the block's V
+  /// [block, head_dim] (after the softmax math, so the load issues where the kernel's schedule
+  /// wants it).
+  void add(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale,
+           const std::function<dsl::Tile()> &load_v) {
     using namespace tessera::dsl;
-    Tile alpha, p = fold(scores, alpha);
+    Tile alpha, p = fold(scores, scale, alpha);
     Tile v = load_v();
     acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
   }
@@ -45,8 +49,8 @@ struct OnlineSoftmax {
   dsl::Tile pending_p;
   void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
   void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
-  void add_deferred(const dsl::Tile &scores) {
-    dsl::Tile alpha, p = fold(scores, alpha);
+  void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
+    dsl::Tile alpha, p = fold(scores, scale, alpha);
     acc = acc * dsl::expand_dims(alpha, 1);
     pending_p = p.to(pending_p.dtype());
   }
@@ -62,14 +66,16 @@ struct OnlineSoftmax {
   }
 
 private:
-  /// The running max and sum updated with `scores`; returns their exponentials and sets `alpha`,
-  /// the factor that rescales what was accumulated before.
-  dsl::Tile fold(const dsl::Tile &scores, dsl::Tile &alpha) {
+  /// The running max and sum updated with `scores` (times `scale`); returns their
+  /// exponentials and sets `alpha`, the factor that rescales what was accumulated before.
+  dsl::Tile fold(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale, dsl::Tile &alpha) {
     using namespace tessera::dsl;
-    Tile new_max = maximum(row_max, max(scores, 1));
+    // The max of the raw scores, then scaled: one multiply a row, not one a score.
+    Tile block_max = max(scores, 1);
+    Tile new_max = maximum(row_max, scale ? block_max * *scale : block_max);
     // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
-    Tile shift = where(new_max == -INFINITY, 0.0, new_max);
-    Tile p = exp2(scores - expand_dims(shift, 1));
+    Tile shift = where(new_max == -INFINITY, 0.0, new_max), row_shift = expand_dims(shift, 1);
+    Tile p = exp2(scale ? fma(scores, *scale, -row_shift) : scores - row_shift);
     alpha = exp2(row_max - shift);
     row_sum = row_sum * alpha + sum(p, 1);
     row_max = new_max;
