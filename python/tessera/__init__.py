@@ -160,8 +160,8 @@ def _lse_shape(q, layout):
 
 def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
     """O = softmax(q k^T * scale) v and the fp32 natural-log LSE per query row, (batch, heads,
-    seqlen_q). Causal masks are aligned bottom-right when seqlen_q != seqlen_k. No autograd
-    (see flash_attn)."""
+    seqlen_q). Causal masks are aligned bottom-right when seqlen_q != seqlen_k. scale: positive,
+    default 1/sqrt(head_dim) (the same for every function here). No autograd (see flash_attn)."""
     _check_layout(layout)
     q, k, v = (_as_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     _check_inputs(q, k, v, layout)
