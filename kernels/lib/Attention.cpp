@@ -587,10 +587,10 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
 namespace {
 
 /// The backward's views: the forward's, dout like o, gradients like their inputs, nothing
-/// written that is read, all on one GPU (made current by `guard`); the scale finite.
+/// written that is read, all on one GPU (made current by `guard`).
 Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                       const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
-                      const TensorView &dv, const AttentionOptions &options, std::optional<jit::DeviceGuard> &guard) {
+                      const TensorView &dv, std::optional<jit::DeviceGuard> &guard) {
   const Problem p = checkProblem(q, k, v, o, lse);
   checkView("dout", dout, 4);
   checkView("dq", dq, 4);
@@ -608,7 +608,6 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
   }
   checkWritten({{"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
                {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}});
-  checkedScale(options.scale, p.head_dim);
   guardDevice(guard, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"dout", &dout}, {"dq", &dq},
                       {"dk", &dk}, {"dv", &dv}});
   return p;
@@ -647,7 +646,8 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
                         const TensorView &dv, const AttentionOptions &options, void *stream) {
   api = "attention_backward";
   std::optional<jit::DeviceGuard> onTheirGpu;
-  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, options, onTheirGpu);
+  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, onTheirGpu);
+  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   const int64_t padded = paddedHeadDim(p.head_dim), group = p.heads_q / p.heads_kv;
   if (options.keys_values_config)
     checkConfig(*options.keys_values_config, padded, options.causal, "attention_backward_configs(keys_values)");
@@ -656,7 +656,6 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
 
-  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   const auto &kernels = backwardKernels(q.dtype);
   // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass,
   // with a given dK/dV config, or where that beats the two passes (addingDqPays).
@@ -835,7 +834,8 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                     const SparseInputs &inputs, void *stream) const {
   api = "block_sparse_attention_backward";
   std::optional<jit::DeviceGuard> onTheirGpu;
-  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, options, onTheirGpu);
+  const Problem p = checkBackward(q, k, v, o, lse, dout, dq, dk, dv, onTheirGpu);
+  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   if (options.causal)
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
   if (compiled_->scoreMod && !compiled_->scoreModGrad)
@@ -848,7 +848,6 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
                                                                 "attention_backward_configs(queries)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
-  const auto scale = static_cast<float>(checkedScale(options.scale, p.head_dim));
   jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);
   const bool bf16 = q.dtype == dsl::DType::bf16;
   const std::vector<dsl::LaunchArg> shape{p.n_q,        p.n_kv,        p.heads_q,     p.heads_q / p.heads_kv,

@@ -141,9 +141,9 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
 /// saved LSE in log2 units; `visible` [keys, queries] (transposed) drops out-of-bounds and
 /// masked pairs (none: every pair counts). One query block's share of a key block's dV and dK
-/// (without the final scale). `read_rows` reads the query block's statistics; it is called once the block's products are
-/// issued, so that rows read from a pipeline stage (loadRowStatistic's block pointers) take no
-/// registers while they are. `with_ds` gets dS^T in q's dtype before dK's product is issued (so
+/// (without the final scale). `read_rows` reads the query block's statistics; it is called
+/// once the block's products are issued, so that rows read from a pipeline stage
+/// (loadRowStatistic's block pointers) take no registers while they are. `with_ds` gets dS^T in q's dtype before dK's product is issued (so
 /// that dQ's share, dS K, issued there, overlaps it).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
                                  const std::function<RowStatistics()> &read_rows,

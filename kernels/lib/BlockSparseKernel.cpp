@@ -42,7 +42,8 @@ ScoreTransform modifiedScores(const Modifiers &mods, const Tile &scale, const Ti
   if (!mods.score_mod)
     return scaledScores(scale * OnlineSoftmax::log2e);
   return {[=](const Tile &s) { return mods.score_mod(s * scale, batch, head, q_idx, kv_idx, aux) * OnlineSoftmax::log2e; },
-          [=](const Tile &s) { return mods.score_mod_grad(s * scale, batch, head, q_idx, kv_idx, aux); }};
+          [=](const Tile &s) { return mods.score_mod_grad(s * scale, batch, head, q_idx, kv_idx, aux); },
+          std::nullopt};
 }
 
 /// One program per (BLOCK_M query rows, batch * head): the full key blocks its mask row lists
