@@ -1,7 +1,8 @@
-// Attention forward on the GPU (fp16 and bf16, BHSD like PyTorch SDPA) in TFLOP/s, at
-// batch*N = 16k tokens and heads = 2048/D, for every config of the tuning space (what the
-// autotuner chooses from): the default's time and the best's. SDPA and FlexAttention are
-// measured by peers_attention.py in the same run. JSON lines go to the file given as argv[1].
+// Attention forward on the GPU (fp16 and bf16, BHSD like PyTorch SDPA, standard-normal inputs
+// as peers_attention.py's) in TFLOP/s, at batch*N = 16k tokens and heads = 2048/D, for every
+// config of the tuning space (what the autotuner chooses from): the default's time and the
+// best's. SDPA and FlexAttention are measured by peers_attention.py in the same run. JSON lines
+// go to the file given as argv[1].
 #include "bench_util.h"
 #include "tessera/kernels/attention.h"
 #include "tessera/jit/Runtime.h"
@@ -32,9 +33,9 @@ int main(int argc, char **argv) {
           continue;
         const int64_t B = 16384 / N, H = 2048 / D, numel = B * H * N * D;
         jit::DeviceBuffer q(numel * 2), k(numel * 2), v(numel * 2), o(numel * 2), lse(B * H * N * 4);
-        q.fill_bytes(0x2E); // small positive values: finite scores, no overflow
-        k.fill_bytes(0x2E);
-        v.fill_bytes(0x3C);
+        bench::fillNormal(q, dtype, numel, 1);
+        bench::fillNormal(k, dtype, numel, 2);
+        bench::fillNormal(v, dtype, numel, 3);
         auto view = [&](jit::DeviceBuffer &buffer) {
           return kernels::TensorView{buffer.data(), dtype, {B, N, H, D}, {H * N * D, D, N * D, 1}, kernels::DeviceType::cuda};
         };

@@ -3,6 +3,8 @@
 #ifndef TESSERA_BENCH_BENCH_UTIL_H
 #define TESSERA_BENCH_BENCH_UTIL_H
 
+#include "tessera/dsl/fp16.h"
+#include "tessera/dsl/dtype.h"
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,18 @@ inline void requireGpu(const char *bench) {
 /// The JSON-lines file named by argv[1], appended to (/dev/null without one).
 inline std::ofstream resultsFile(int argc, char **argv) {
   return std::ofstream(argc > 1 ? argv[1] : "/dev/null", std::ios::app);
+}
+
+/// `count` standard-normal values of `dtype` (f16 or bf16, as torch.randn's), seeded: the
+/// inputs peers are timed on too. Constant inputs flatter a kernel: no row max ever moves, and
+/// fewer toggling bits draw less power on a power-capped GPU.
+inline void fillNormal(jit::DeviceBuffer &buffer, dsl::DType dtype, size_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> host(count);
+  for (uint16_t &x : host)
+    x = dtype == dsl::DType::bf16 ? to_bf16(normal(gen)) : to_half(normal(gen));
+  buffer.copy_from_host(host.data(), count * sizeof(uint16_t));
 }
 
 /// Median milliseconds of `runs` timed runs after `warmup` untimed ones.
