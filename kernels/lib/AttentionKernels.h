@@ -133,7 +133,7 @@ struct ScoreTransform {
 
   /// exp2(logits(qk) - shift), the multiply by the scale fused into the subtraction's FMA.
   dsl::Tile exp2_shifted(const dsl::Tile &qk, const dsl::Tile &shift) const {
-    return dsl::exp2(scale ? dsl::fma(qk, *scale, -shift) : logits(qk) - shift);
+    return OnlineSoftmax::exp2_shifted(scale ? qk : logits(qk), scale, shift);
   }
 };
 

@@ -55,6 +55,12 @@ struct OnlineSoftmax {
     pending_p = p.to(pending_p.dtype());
   }
 
+  /// exp2(x * scale - shift), the multiply fused into the subtraction's FMA; exp2(x - shift)
+  /// without a scale (x already in log2 units).
+  static dsl::Tile exp2_shifted(const dsl::Tile &x, const std::optional<dsl::Tile> &scale, const dsl::Tile &shift) {
+    return dsl::exp2(scale ? dsl::fma(x, *scale, -shift) : x - shift);
+  }
+
   /// softmax(scores) V per row, in `dtype`; 0 for rows that saw no key.
   dsl::Tile output(dsl::DType dtype) const {
     return (acc / dsl::expand_dims(safe_sum(), 1)).to(dtype);
@@ -75,7 +81,7 @@ private:
     Tile new_max = maximum(row_max, scale ? block_max * *scale : block_max);
     // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
     Tile shift = where(new_max == -INFINITY, 0.0, new_max), row_shift = expand_dims(shift, 1);
-    Tile p = exp2(scale ? fma(scores, *scale, -row_shift) : scores - row_shift);
+    Tile p = exp2_shifted(scores, scale, row_shift);
     alpha = exp2(row_max - shift);
     row_sum = row_sum * alpha + sum(p, 1);
     row_max = new_max;
