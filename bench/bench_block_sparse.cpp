@@ -49,9 +49,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 8; ++i) // q k v o dout dq dk dv
     buffers.emplace_back(numel * 2);
   jit::DeviceBuffer lse(B * H * N * 4);
-  for (int i : {0, 1, 4})
-    buffers[i].fill_bytes(0x2E); // small positive values: finite scores
-  buffers[2].fill_bytes(0x3C);
+  for (int i : {0, 1, 2, 4}) // q k v dout, standard normal as FlexAttention's inputs
+    bench::fillNormal(buffers[i], dsl::DType::f16, numel, uint32_t(i + 1));
   auto view = [&](int i) {
     return kernels::TensorView{buffers[i].data(), dsl::DType::f16, {B, N, H, D}, {}, kernels::DeviceType::cuda};
   };

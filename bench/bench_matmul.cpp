@@ -42,10 +42,11 @@ int main(int argc, char **argv) {
   std::printf("%-6s %-20s %-50s %10s %10s\n", "dtype", "M x N x K", "config", "ms", "TFLOP/s");
   for (bool bf16 : {true, false}) {
     Kernel kernel = bf16 ? examples::matmul<dsl::bf16>() : examples::matmul<f16>();
+    const DType kernel_dtype = bf16 ? DType::bf16 : DType::f16;
     for (const Shape &s : shapes) {
       jit::DeviceBuffer a(s.M * s.K * 2), b(s.K * s.N * 2), c(s.M * s.N * 2);
-      a.fill_bytes(0x3C);
-      b.fill_bytes(0x3C);
+      bench::fillNormal(a, kernel_dtype, size_t(s.M * s.K), 1); // as cuBLAS's inputs (randn)
+      bench::fillNormal(b, kernel_dtype, size_t(s.K * s.N), 2);
       // The best config, and the best on each load path (pointer tiles through cp.async, block
       // pointers through the TMA, and those issued by a producer warpgroup).
       double bestMs = 1e30, pathMs[3] = {1e30, 1e30, 1e30};

@@ -24,7 +24,8 @@ def main():
     torch._dynamo.config.recompile_limit = 64
     out = open(sys.argv[1], "a") if len(sys.argv) > 1 else sys.stdout
     attention = torch.compile(flex_attention)
-    q, k, v, dout = (torch.full((B, H, N, D), 0.1, device="cuda", dtype=torch.float16) for _ in range(4))
+    torch.manual_seed(0)
+    q, k, v, dout = (torch.randn((B, H, N, D), device="cuda", dtype=torch.float16) for _ in range(4))
     masks = {"sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < 1024)}
     for density in (0.05, 0.1, 0.25, 0.5, 0.75, 1.0):
         table = random_blocks(density)
