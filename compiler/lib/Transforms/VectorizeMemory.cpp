@@ -248,6 +248,45 @@ int64_t vectorWidth(const Analysis &analysis, Value ptr, Value mask) {
   return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
 }
 
+/// The make_block_ptr a block pointer comes from through `advances` (null when it comes
+/// from elsewhere, such as a loop's iteration argument).
+MakeBlockPtrOp originOf(Value ptr, SmallVectorImpl<AdvanceOp> &advances) {
+  while (auto advance = ptr.getDefiningOp<AdvanceOp>()) {
+    advances.push_back(advance);
+    ptr = advance.getPtr();
+  }
+  return ptr.getDefiningOp<MakeBlockPtrOp>();
+}
+
+/// The widest vector of one thread's consecutive registers a block load or store may move
+/// along the block pointer's fastest dimension: its stride must be 1, every vector's first
+/// address aligned (base, the other strides, the offset), and a boundary check on that
+/// dimension the same across a vector (the tensor's extent divisible by its width).
+int64_t blockVectorWidth(const Analysis &analysis, Value ptr, RankedTensorType type, ArrayRef<int32_t> checked) {
+  SmallVector<AdvanceOp> advances;
+  MakeBlockPtrOp origin = originOf(ptr, advances);
+  if (!origin || !type.getEncoding())
+    return 1;
+  int dim = origin.getOrder()[0];
+  if (analysis.get(origin.getStrides()[dim]).constant != 1)
+    return 1;
+  int64_t bytes = storageBytes(type.getElementType());
+  int64_t limit = std::min<int64_t>(std::max<int64_t>(1, 16 / bytes),
+                                    analysis.get(origin.getBase()).divisibility[0] / bytes);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != dim)
+      limit = std::min(limit, analysis.get(origin.getStrides()[d]).divisibility[0]);
+  limit = std::min(limit, analysis.get(origin.getOffsets()[dim]).divisibility[0]);
+  for (AdvanceOp advance : advances)
+    limit = std::min(limit, analysis.get(advance.getOffsets()[dim]).divisibility[0]);
+  if (llvm::is_contained(checked, dim))
+    limit = std::min(limit, analysis.get(origin.getShape()[dim]).divisibility[0]);
+  int64_t power = 1;
+  while (power * 2 <= limit)
+    power *= 2;
+  return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
+}
+
 struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVectorizeMemoryPass> {
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
@@ -265,6 +304,14 @@ struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVect
           ptr = copy.getPtr(), mask = copy.getMask();
         else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
           ptr = atomic.getPtr(), mask = atomic.getMask();
+        else if (auto load = dyn_cast<BlockLoadOp>(op))
+          return op->setAttr("tile.vector", b.getI32IntegerAttr(blockVectorWidth(
+                                                analysis, load.getPtr(), load.getType(), load.getBoundaryCheck())));
+        else if (auto store = dyn_cast<BlockStoreOp>(op))
+          return op->setAttr("tile.vector",
+                             b.getI32IntegerAttr(blockVectorWidth(analysis, store.getPtr(),
+                                                                  cast<RankedTensorType>(store.getValue().getType()),
+                                                                  store.getBoundaryCheck())));
         else
           return;
         op->setAttr("tile.vector", b.getI32IntegerAttr(vectorWidth(analysis, ptr, mask)));

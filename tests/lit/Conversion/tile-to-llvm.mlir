@@ -604,3 +604,23 @@ func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slo
   }
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [8, 4], warpsPerCTA = [1, 1], order = [1, 0]>
+
+// A block load and store of 8-wide vectors (tile.vector): one predicated 16-byte access per
+// vector, its mask the bounds check of its first element; padding 0 where it is off.
+// CHECK-LABEL: llvm.func @block_vectors
+// CHECK: "mov.b32 $0, $6;{{.*}}@$5 ld.global.v4.b32 {$0, $1, $2, $3}, [$4];"
+// CHECK: "@$5 st.global.v4.b32 [$0], {$1, $2, $3, $4};"
+// CHECK-NOT: ld.global.b16
+func.func @block_vectors(%k: !tile.ptr<f16>, %n: i64, %d: i64, %sn: i64, %start: i32)
+    attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %c0 = arith.constant 0 : i32
+  %one = arith.constant 1 : i64
+  %bp = tile.make_block_ptr %k, [%n, %d], [%sn, %one], [%start, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<8x32xf16>>
+  %t = tile.block_load %bp {boundary_check = array<i32: 0, 1>, tile.vector = 8 : i32} : !tile.block_ptr<tensor<8x32xf16>> -> tensor<8x32xf16, #b>
+  tile.block_store %bp, %t {boundary_check = array<i32: 0, 1>, tile.vector = 8 : i32} : !tile.block_ptr<tensor<8x32xf16>>, tensor<8x32xf16, #b>
+  return
+}

@@ -61,3 +61,36 @@ func.func @halves(%x: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %y: !tile.p
   %c = tile.load %yp : tensor<2048x!tile.ptr<f16>, #b>
   return
 }
+
+// -----
+
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// Block loads and stores vectorize along the fastest dimension (stride 1) where the base, the
+// row stride and the offset keep 16-byte vectors aligned and a checked extent is divisible by
+// the vector: here 8 f16. An extent of unknown divisibility along it, checked, keeps them
+// scalar; unchecked it does not matter; a row stride of unknown divisibility (the next row's
+// vectors may be misaligned) and a fastest stride that is not 1 keep them scalar too.
+// CHECK-LABEL: func.func @block_rows
+// CHECK: tile.block_load {{.*}}tile.vector = 8 : i32
+// CHECK: tile.block_store {{.*}}tile.vector = 8 : i32
+// CHECK: tile.block_load {{.*}}tile.vector = 1 : i32
+// CHECK: tile.block_load {{.*}}tile.vector = 8 : i32
+// CHECK: tile.block_load {{.*}}tile.vector = 1 : i32
+// CHECK: tile.block_load {{.*}}tile.vector = 1 : i32
+func.func @block_rows(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i64, %d: i64 {tile.divisibility = 16 : i32},
+                      %sn: i64 {tile.divisibility = 16 : i32}, %odd: i64, %start: i32) {
+  %c0 = arith.constant 0 : i32
+  %one = arith.constant 1 : i64
+  %bp = tile.make_block_ptr %k, [%n, %d], [%sn, %one], [%start, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x128xf16>>
+  %t = tile.block_load %bp {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16, #b>
+  tile.block_store %bp, %t {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x128xf16>>, tensor<64x128xf16, #b>
+  %ragged = tile.make_block_ptr %k, [%n, %odd], [%sn, %one], [%start, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x128xf16>>
+  %r1 = tile.block_load %ragged {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16, #b>
+  %r0 = tile.block_load %ragged {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16, #b>
+  %strided = tile.make_block_ptr %k, [%n, %d], [%odd, %one], [%start, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x128xf16>>
+  %s = tile.block_load %strided {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16, #b>
+  %gather = tile.make_block_ptr %k, [%n, %d], [%sn, %sn], [%start, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x128xf16>>
+  %g = tile.block_load %gather {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x128xf16>> -> tensor<64x128xf16, #b>
+  return
+}

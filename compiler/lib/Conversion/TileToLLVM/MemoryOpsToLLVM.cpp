@@ -204,6 +204,13 @@ int64_t vectorAttr(Operation *op) {
   return attr ? attr.getInt() : 1;
 }
 
+/// The elements of `element` a load or store moves at once: its tile.vector, unless that is
+/// narrower than a 32-bit word (PTX vectors are of words).
+int64_t accessWidth(Operation *op, Type element) {
+  int64_t width = vectorAttr(op);
+  return storageType(element).getIntOrFloatBitWidth() * width < 32 ? 1 : width;
+}
+
 struct AddPtrLowering : ConvertOpToLLVMPattern<AddPtrOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(AddPtrOp op, OpAdaptor adaptor,
@@ -231,9 +238,7 @@ struct LoadLowering : ConvertOpToLLVMPattern<LoadOp> {
     Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
     Values others = registersOf(rewriter, loc, adaptor.getOther());
-    int64_t width = vectorAttr(op);
-    if (storageType(element).getIntOrFloatBitWidth() * width < 32)
-      width = 1;
+    int64_t width = accessWidth(op, element);
     Values out;
     for (size_t r = 0; r < ptrs.size(); r += width) {
       Value mask = masks.empty() ? Value() : masks[r];
@@ -257,9 +262,7 @@ struct StoreLowering : ConvertOpToLLVMPattern<StoreOp> {
     Values ptrs = registersOf(rewriter, loc, adaptor.getPtr());
     Values values = registersOf(rewriter, loc, adaptor.getValue());
     Values masks = registersOf(rewriter, loc, adaptor.getMask());
-    int64_t width = vectorAttr(op);
-    if (storageType(values.front().getType()).getIntOrFloatBitWidth() * width < 32)
-      width = 1;
+    int64_t width = accessWidth(op, values.front().getType());
     for (size_t r = 0; r < ptrs.size(); r += width) {
       Value mask = masks.empty() ? Value() : masks[r];
       if (width == 1)
@@ -475,8 +478,15 @@ struct BlockLoadLowering : ConvertOpToLLVMPattern<BlockLoadOp> {
       padding = LLVM::ConstantOp::create(
           rewriter, loc, element,
           rewriter.getFloatAttr(element, APFloat::getNaN(cast<FloatType>(element).getFloatSemantics())));
-    for (size_t r = 0; r < ptrs.size(); ++r)
-      out.push_back(maskedLoad(rewriter, loc, ptrs[r], masks[r], masks[r] ? padding : Value(), element));
+    int64_t width = accessWidth(op, element);
+    for (size_t r = 0; r < ptrs.size(); r += width) {
+      if (width == 1) {
+        out.push_back(maskedLoad(rewriter, loc, ptrs[r], masks[r], masks[r] ? padding : Value(), element));
+        continue;
+      }
+      Values paddings(padding ? width : 0, padding);
+      out.append(vectorLoad(rewriter, loc, ptrs[r], masks[r], paddings, element, width));
+    }
     rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(type), out));
     return success();
   }
@@ -494,8 +504,13 @@ struct BlockStoreLowering : ConvertOpToLLVMPattern<BlockStoreOp> {
     blockAddresses(rewriter, loc, bp, element, toLinearLayout(type.getEncoding(), type.getShape()),
                    op.getBoundaryCheck(), ptrs, masks);
     Values values = unpack(rewriter, loc, adaptor.getValue());
-    for (size_t r = 0; r < ptrs.size(); ++r)
-      maskedStore(rewriter, loc, ptrs[r], values[r], masks[r]);
+    int64_t width = accessWidth(op, element);
+    for (size_t r = 0; r < ptrs.size(); r += width) {
+      if (width == 1)
+        maskedStore(rewriter, loc, ptrs[r], values[r], masks[r]);
+      else
+        vectorStore(rewriter, loc, ptrs[r], ArrayRef<Value>(values).slice(r, width), masks[r]);
+    }
     rewriter.eraseOp(op);
     return success();
   }

@@ -82,6 +82,9 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
     Each load and store of a blocked tile gets `tile.vector` = the number of
     consecutive registers one instruction may move: at most the thread's run along the fastest
     dimension, the pointers' contiguity, 16 bytes, their alignment, and the mask's constancy.
+    Block loads and stores (those the TMA does not take) get it along the block pointer's
+    fastest dimension where its stride is 1, their base, other strides and offset keep each
+    vector aligned, and a boundary check on that dimension cannot change inside a vector.
   }];
 }
 
