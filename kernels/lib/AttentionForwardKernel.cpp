@@ -94,8 +94,11 @@ template <typename T> Kernel forward() {
         else
           softmax.add(scores, qk_scale, [&] { return load_v(start, false); });
       });
-      if (overlap) // the last block's V: its first row is the last multiple of BLOCK_N past begin
-        softmax.multiply_pending(load_v(begin + maximum(end - begin - 1, 0) / bn * bn, true));
+      // The last block's V (its first row the last multiple of BLOCK_N past begin); none after
+      // an empty loop, such as the masked one of a split without the causal mask.
+      if (overlap)
+        if_(end > begin, {softmax.acc},
+            [&] { softmax.multiply_pending(load_v(begin + (end - begin - 1) / bn * bn, true)); });
     };
     if (split)
       visit(0, full_end, false);

@@ -111,10 +111,11 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         else
           softmax.add(scores, transform.scale, [&] { return values.load(from, bn, dims, readable(from)); });
       });
-      if (overlap) { // the last iteration's V
-        Tile last = start(maximum(count * steps - 1, 0));
-        softmax.multiply_pending(values.load(last, bn, dims, readable(last) && count > 0));
-      }
+      if (overlap) // the last iteration's V; none after an empty list
+        if_(count > 0, {softmax.acc}, [&] {
+          Tile last = start(count * steps - 1);
+          softmax.multiply_pending(values.load(last, bn, dims, readable(last)));
+        });
     };
     visit(2, load(record), false);
     visit(2 + mask_kv_blocks, load(record + 1), true);
