@@ -54,34 +54,36 @@ template <typename T> Kernel forward() {
 
     OnlineSoftmax softmax(bm, d);
     // With OVERLAP_SOFTMAX, FlashAttention-3's order: each block's P @ V is issued after the
-    // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed.
+    // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed. One
+    // deferral spans both loops: the unmasked loop's last product is the masked loop's first,
+    // so that no product at the seam multiplies a block of zeros.
     const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
+    if (overlap)
+      softmax.defer(bn, T::dtype);
+    // Which elements of K or V rows `cols` to read: in a masked loop those before n_kv; a
+    // deferred product's V (`deferred`) those in [0, kv_end), the rows before the first block
+    // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the
+    // tensor reads 0 and other rows are read, but their probabilities are 0.
+    auto readable = [&](const Tile &cols, bool masked, bool deferred) {
+      Tile ok = broadcast_to(dim_ok, {bn, d});
+      if (masked || deferred)
+        ok = ok && expand_dims(cols, 1) < (deferred ? kv_end : n_kv);
+      if (deferred)
+        ok = ok && expand_dims(cols, 1) >= 0;
+      return ok;
+    };
+    // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced).
+    auto load_v = [&](const Tile &first, bool masked, bool deferred) {
+      return values.load(first, bn, dims, readable(first + arange(0, bn), masked, deferred));
+    };
     auto visit = [&](Tile begin, Tile end, bool masked) {
-      if (overlap)
-        softmax.defer(bn, T::dtype);
-      // Which elements of K or V rows `cols` to read (those outside [begin, end) read as 0
-      // where `bounded`).
-      auto readable = [&](const Tile &cols, bool bounded) {
-        Tile ok = broadcast_to(dim_ok, {bn, d});
-        if (masked || bounded)
-          ok = ok && expand_dims(cols, 1) < (bounded ? end : n_kv);
-        if (bounded)
-          ok = ok && expand_dims(cols, 1) >= begin;
-        return ok;
-      };
-      // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced). Through a block
-      // pointer (on Hopper the TMA's copy) everything outside the tensor reads 0: rows outside
-      // [begin, end) are read, but their probabilities are 0.
-      auto load_v = [&](const Tile &first, bool bounded) {
-        return values.load(first, bn, dims, readable(first + arange(0, bn), bounded));
-      };
       for_range(begin, end, bn, softmax.state(), [&](Tile start) {
         Tile cols = start + arange(0, bn);
         // The dot reads K transposed.
-        Tile k_tile = keys.load(start, bn, dims, readable(cols, false));
+        Tile k_tile = keys.load(start, bn, dims, readable(cols, masked, false));
         Tile qk = dot(q_tile, trans(k_tile));
         if (overlap)
-          softmax.multiply_pending(load_v(start - bn, true));
+          softmax.multiply_pending(load_v(start - bn, masked, true));
         Tile scores = qk; // the softmax scales them by qk_scale
         if (masked) {
           Tile visible = expand_dims(cols, 0) < n_kv;
@@ -92,17 +94,16 @@ template <typename T> Kernel forward() {
         if (overlap)
           softmax.add_deferred(scores, qk_scale);
         else
-          softmax.add(scores, qk_scale, [&] { return load_v(start, false); });
+          softmax.add(scores, qk_scale, [&] { return load_v(start, masked, false); });
       });
-      // The last block's V (its first row the last multiple of BLOCK_N past begin); none after
-      // an empty loop, such as the masked one of a split without the causal mask.
-      if (overlap)
-        if_(end > begin, {softmax.acc},
-            [&] { softmax.multiply_pending(load_v(begin + (end - begin - 1) / bn * bn, true)); });
     };
     if (split)
       visit(0, full_end, false);
     visit(full_end, kv_end, true);
+    // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
+    // any block was visited.
+    if (overlap)
+      if_(kv_end > 0, {softmax.acc}, [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, true, true)); });
     store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
           softmax.output(T::dtype), row_ok && dim_ok);
     store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
