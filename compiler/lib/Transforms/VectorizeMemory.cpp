@@ -8,6 +8,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <numeric>
+#include <optional>
 
 namespace tessera {
 #define GEN_PASS_DEF_TILEVECTORIZEMEMORY
@@ -228,6 +229,15 @@ private:
   }
 };
 
+/// One thread's consecutive registers along `dim` that one access moves: the largest power of
+/// two within `limit` that the layout keeps consecutive.
+int64_t registersPerAccess(RankedTensorType type, int dim, int64_t limit) {
+  int64_t power = 1;
+  while (power * 2 <= limit)
+    power *= 2;
+  return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
+}
+
 /// The widest vector of one thread's consecutive registers a memory op may move.
 int64_t vectorWidth(const Analysis &analysis, Value ptr, Value mask) {
   auto type = dyn_cast<RankedTensorType>(ptr.getType());
@@ -242,10 +252,7 @@ int64_t vectorWidth(const Analysis &analysis, Value ptr, Value mask) {
                                      std::max<int64_t>(1, p.divisibility[dim] / bytes)});
   if (mask)
     limit = std::min(limit, analysis.get(mask).constancy[dim]);
-  int64_t power = 1;
-  while (power * 2 <= limit)
-    power *= 2;
-  return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
+  return registersPerAccess(type, dim, limit);
 }
 
 /// The make_block_ptr a block pointer comes from through `advances` (null when it comes
@@ -281,10 +288,25 @@ int64_t blockVectorWidth(const Analysis &analysis, Value ptr, RankedTensorType t
     limit = std::min(limit, analysis.get(advance.getOffsets()[dim]).divisibility[0]);
   if (llvm::is_contained(checked, dim))
     limit = std::min(limit, analysis.get(origin.getShape()[dim]).divisibility[0]);
-  int64_t power = 1;
-  while (power * 2 <= limit)
-    power *= 2;
-  return toLinearLayout(type.getEncoding(), type.getShape()).contiguousRegisters(dim, power);
+  return registersPerAccess(type, dim, limit);
+}
+
+/// A memory op's tile.vector (none for other ops).
+std::optional<int64_t> accessWidth(const Analysis &analysis, Operation *op) {
+  if (auto load = dyn_cast<LoadOp>(op))
+    return vectorWidth(analysis, load.getPtr(), load.getMask());
+  if (auto store = dyn_cast<StoreOp>(op))
+    return vectorWidth(analysis, store.getPtr(), store.getMask());
+  if (auto copy = dyn_cast<AsyncCopyOp>(op))
+    return vectorWidth(analysis, copy.getPtr(), copy.getMask());
+  if (auto atomic = dyn_cast<AtomicRMWOp>(op))
+    return vectorWidth(analysis, atomic.getPtr(), atomic.getMask());
+  if (auto load = dyn_cast<BlockLoadOp>(op))
+    return blockVectorWidth(analysis, load.getPtr(), load.getType(), load.getBoundaryCheck());
+  if (auto store = dyn_cast<BlockStoreOp>(op))
+    return blockVectorWidth(analysis, store.getPtr(), cast<RankedTensorType>(store.getValue().getType()),
+                            store.getBoundaryCheck());
+  return std::nullopt;
 }
 
 struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVectorizeMemoryPass> {
@@ -295,26 +317,8 @@ struct TileVectorizeMemoryPass : tessera::impl::TileVectorizeMemoryBase<TileVect
       Analysis analysis(func);
       Builder b(func.getContext());
       func.walk([&](Operation *op) {
-        Value ptr, mask;
-        if (auto load = dyn_cast<LoadOp>(op))
-          ptr = load.getPtr(), mask = load.getMask();
-        else if (auto store = dyn_cast<StoreOp>(op))
-          ptr = store.getPtr(), mask = store.getMask();
-        else if (auto copy = dyn_cast<AsyncCopyOp>(op))
-          ptr = copy.getPtr(), mask = copy.getMask();
-        else if (auto atomic = dyn_cast<AtomicRMWOp>(op))
-          ptr = atomic.getPtr(), mask = atomic.getMask();
-        else if (auto load = dyn_cast<BlockLoadOp>(op))
-          return op->setAttr("tile.vector", b.getI32IntegerAttr(blockVectorWidth(
-                                                analysis, load.getPtr(), load.getType(), load.getBoundaryCheck())));
-        else if (auto store = dyn_cast<BlockStoreOp>(op))
-          return op->setAttr("tile.vector",
-                             b.getI32IntegerAttr(blockVectorWidth(analysis, store.getPtr(),
-                                                                  cast<RankedTensorType>(store.getValue().getType()),
-                                                                  store.getBoundaryCheck())));
-        else
-          return;
-        op->setAttr("tile.vector", b.getI32IntegerAttr(vectorWidth(analysis, ptr, mask)));
+        if (std::optional<int64_t> width = accessWidth(analysis, op))
+          op->setAttr("tile.vector", b.getI32IntegerAttr(*width));
       });
     });
   }
