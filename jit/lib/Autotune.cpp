@@ -274,9 +274,12 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
   // Timing runs on the default stream: the caller's streams finish producing the inputs first.
   // Kernels that write in place get their inputs back before every timed run.
   saved_.clear();
+  restoring_.clear();
   if (!options_.measure) {
     synchronize();
-    for (auto [arg, bytes] : options_.restore) {
+    if (options_.restore)
+      restoring_ = options_.restore(args);
+    for (auto [arg, bytes] : restoring_) {
       saved_.emplace_back(bytes);
       copy_device(saved_.back().data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
     }
@@ -318,8 +321,8 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
 
 void Autotuner::restore(const std::vector<dsl::LaunchArg> &args) {
   for (size_t i = 0; i < saved_.size(); ++i)
-    copy_device(reinterpret_cast<void *>(args[options_.restore[i].first].integer()), saved_[i].data(),
-                options_.restore[i].second);
+    copy_device(reinterpret_cast<void *>(args[restoring_[i].first].integer()), saved_[i].data(),
+                restoring_[i].second);
 }
 
 dsl::Config Autotuner::specialized(dsl::Config config, const std::vector<dsl::LaunchArg> &args) const {

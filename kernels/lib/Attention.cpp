@@ -171,6 +171,13 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
       options.specialize = [n_q](dsl::Config &config, const std::vector<dsl::LaunchArg> &args) {
         markEvenBlocks(config, args[n_q].integer(), args[n_q + 1].integer());
       };
+      // The pass adding dQ sums into its workspace (dq_accum, argument 33, over batch_heads, 34):
+      // each timed run starts from the zeros the delta pass left.
+      if (*pass == BackwardPass::keys_values_adding_dq)
+        options.restore = [n_q, padded](const std::vector<dsl::LaunchArg> &args) {
+          const size_t bytes = size_t(args[34].integer()) * detail::dqAccumRowsOf(args[n_q].integer()) * padded * 4;
+          return std::vector<std::pair<size_t, size_t>>{{33, bytes}};
+        };
       slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[*pass == BackwardPass::queries ? 2 : 1],
                                               attention_backward_configs(padded, causal, *pass), options);
     }

@@ -403,7 +403,7 @@ TEST_F(GpuTest, AutotuningRestoresInPlaceOutputsAndLaunchesOnce) {
   auto dx = upload(values);
   jit::Autotuner::Options options;
   options.key_arguments = {1};
-  options.restore = {{0, n * 4}};
+  options.restore = [n](const std::vector<dsl::LaunchArg> &) { return std::vector<std::pair<size_t, size_t>>{{0, n * 4}}; };
   options.database = dir + "/tuning.json";
   options.runs = 5;
   std::vector<Config> space{{{"BLOCK", 256}}, {{"BLOCK", 1024}}, {{"BLOCK", 4096}}};

@@ -86,7 +86,9 @@ public:
     /// More of the key, computed from the arguments (e.g. sequence lengths rounded to powers
     /// of two, so that nearby sizes share one tuning).
     std::function<std::string(const std::vector<dsl::LaunchArg> &)> key_extra;
-    std::vector<std::pair<size_t, size_t>> restore; // (pointer argument, bytes) written in place
+    /// What a launch with these arguments writes in place, as (pointer argument, bytes): saved
+    /// before tuning, put back before every timed run and after the last.
+    std::function<std::vector<std::pair<size_t, size_t>>(const std::vector<dsl::LaunchArg> &)> restore;
     std::function<std::string(const dsl::Config &, const std::vector<dsl::LaunchArg> &)> prune;
     /// Settings the arguments decide (e.g. that the lengths are whole blocks), added to every
     /// config timed; whoever launches the chosen config adds them too (it is stored without).
@@ -131,7 +133,8 @@ private:
     int registers = 0, spilled_bytes = 0;
   };
   std::map<std::string, Resources> resources_;
-  std::vector<DeviceBuffer> saved_; // inputs of in-place kernels while tuning
+  std::vector<std::pair<size_t, size_t>> restoring_; // Options::restore of the arguments being tuned
+  std::vector<DeviceBuffer> saved_;                  // their contents
   bool spillsAllowed_ = false;      // set while retrying a space in which every config spilled
 };
 
