@@ -24,11 +24,13 @@ using namespace tessera::tile;
 
 namespace {
 
-/// Whether `value` is computed in `body` by pure ops from values defined outside the loop, the
-/// induction variable and carried values that are themselves index math from one iteration to
-/// the next (a pointer advanced by a step, not an accumulator). With `constants`, also by
-/// loads of single values from memory the kernel never writes (a block index read from a
-/// table, as block-sparse attention does).
+/// Whether `value` is computed in `body` by ops without memory effects from values defined
+/// outside the loop, the induction variable and carried values that are themselves index math
+/// from one iteration to the next (a pointer advanced by a step, not an accumulator). Divisions
+/// count (a persistent kernel's tile / query blocks): an iteration ahead divides by what this
+/// one does, and the GPU's division does not trap. With `constants`, also by loads of single
+/// values from memory the kernel never writes (a block index read from a table, as
+/// block-sparse attention does).
 bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, const ConstantMemory *constants) {
   if (!seen.insert(value).second)
     return true; // a carried value's own recurrence
@@ -39,7 +41,7 @@ bool isIndexMath(Value value, Block *body, DenseSet<Value> &seen, const Constant
   if (def->getBlock() != body)
     return !body->getParentOp()->isAncestor(def);
   bool indexLoad = constants && constants->isIndexLoad(def);
-  if ((!isPure(def) && !indexLoad) || def->getNumRegions() != 0)
+  if ((!isMemoryEffectFree(def) && !indexLoad) || def->getNumRegions() != 0)
     return false;
   return llvm::all_of(def->getOperands(), [&](Value v) { return isIndexMath(v, body, seen, constants); });
 }

@@ -232,10 +232,6 @@ LogicalResult specialize(func::FuncOp func) {
   };
   if (func.getNumResults() > 0)
     return fail("kernels return nothing");
-  if (func.walk([](AsyncCopyOp copy) {
-          return copy->getParentOfType<scf::ForOp>() ? WalkResult::interrupt() : WalkResult::advance();
-        }).wasInterrupted())
-    return fail("the kernel also has cp.async rings, whose refills need CTA barriers");
   for (TmaLoadOp load : loads)
     for (Operation *parent = load->getParentOp(); parent != func; parent = parent->getParentOp())
       if (!isa<scf::ForOp>(parent))

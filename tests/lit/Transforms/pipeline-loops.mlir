@@ -91,6 +91,36 @@ func.func @transposed_operand(%q: tensor<64x64xf16>, %k: !tile.ptr<f16>, %n: i32
 
 // -----
 
+// Addresses may divide by a value known only at run time (a persistent kernel's tile / query
+// blocks): the iteration ahead divides by the same value, so the load is still staged.
+// CHECK-LABEL: func.func @divided_address
+// CHECK: %[[K:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<32x64xf16>>
+// CHECK: arith.divsi
+// CHECK: tile.async_copy {{.*}} into %[[K]]
+// CHECK: scf.for
+// CHECK: tile.async_wait 1
+// CHECK: tile.shared_load %[[K]]
+// CHECK-NOT: tile.load
+// CHECK: tile.dot
+func.func @divided_address(%q: tensor<64x32xf16>, %k: !tile.ptr<f16>, %n: i32, %blocks: i32) -> tensor<64x64xf32>
+    attributes {tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %ks = tile.splat %k : !tile.ptr<f16> -> tensor<32x64x!tile.ptr<f16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %head = arith.divsi %i, %blocks : i32
+    %off = tile.splat %head : i32 -> tensor<32x64xi32>
+    %ptrs = tile.addptr %ks, %off : tensor<32x64x!tile.ptr<f16>>, tensor<32x64xi32>
+    %kv = tile.load %ptrs : tensor<32x64x!tile.ptr<f16>>
+    %d = tile.dot %q, %kv, %acc : tensor<64x32xf16> * tensor<32x64xf16> -> tensor<64x64xf32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  return %out : tensor<64x64xf32>
+}
+
+// -----
+
 // With tile.invariant_operands_in_shared, a tile loaded before the loop and used only by
 // dots in it is copied once into a one-stage buffer that every iteration's dot reads.
 // CHECK-LABEL: func.func @invariant_operand

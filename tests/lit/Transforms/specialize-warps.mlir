@@ -364,9 +364,18 @@ func.func @tile_dependent(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %
 
 // -----
 
-// A cp.async ring beside the TMA's needs CTA barriers for its refills: not specialized (a
-// tile copied once before the loops, as invariant operands are, would be fine).
-// expected-error @+1 {{warp_specialize: the kernel also has cp.async rings, whose refills need CTA barriers}}
+// A cp.async ring beside the TMA's (a persistent kernel's Q) stays with the consumers, whose
+// waits end in their own barrier; the producer issues only the TMA loads.
+// CHECK-LABEL: func.func @cp_async_ring
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for
+// CHECK-NOT: tile.async_copy
+// CHECK: tile.tma_load
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK-NOT: tile.tma_load
+// CHECK: tile.async_copy
+// CHECK: return
 func.func @cp_async_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32, %ptrs: tensor<64x64x!tile.ptr<f16>>,
                          %mask: tensor<64x64xi1>)
     attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 4096 : i64} {

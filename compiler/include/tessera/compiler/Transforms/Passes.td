@@ -150,11 +150,11 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
     (lowering). All barriers are initialized before the split; new ones are placed after the
     kernel's shared memory (tile-allocate-shared-memory never lets its rings share memory).
     With 8 or more consumer warps the producer gives registers back (setmaxnreg) and the
-    consumers take them. A kernel whose TMA loads sit in anything but loops, whose rings are
-    initialized elsewhere than in its body, that also has cp.async rings (a tile copied once
-    before the loops is fine: the consumers copy it), or whose loads need anything but scalar
-    index math (block indices read from memory the kernel never writes count as such), is an
-    error.
+    consumers take them. cp.async copies stay with the consumers: their rings' refills wait
+    behind the consumers' named barrier (a persistent kernel's Q, one stage per tile). A kernel
+    whose TMA loads sit in anything but loops, whose rings are initialized elsewhere than in its
+    body, or whose loads need anything but scalar index math (block indices read from memory
+    the kernel never writes count as such), is an error.
   }];
 }
 
