@@ -107,11 +107,23 @@ int64_t powerOfTwoAtLeast(int64_t n) {
 /// The head dim the kernel computes with: a power of two of at least 16 (the rest masked).
 int64_t paddedHeadDim(int64_t head_dim) { return std::max<int64_t>(16, powerOfTwoAtLeast(head_dim)); }
 
-/// The grid of a pass: programs over `rows` in blocks of the config's `block`, times `programs`.
+/// How many programs of a PERSISTENT config run at once: one per program slot of the GPU's SMs
+/// (under the interpreter three, so that each takes several tiles).
+int64_t persistentPrograms(const dsl::Config &config) {
+  if (interpreter::enabled())
+    return 3;
+  return int64_t(jit::current_device().sm_count) * config.get("programs_per_sm", 1);
+}
+
+/// The grid of a pass: programs over `rows` in blocks of the config's `block`, times `programs`;
+/// with PERSISTENT as many programs as run at once (at most one a tile), which take those tiles
+/// in turn.
 jit::GridFn blockGrid(int64_t rows, const char *block, int64_t programs) {
   return [=](const dsl::Config &config) {
-    return dsl::Grid{static_cast<uint32_t>((rows + config[block] - 1) / config[block]),
-                     static_cast<uint32_t>(programs), 1};
+    const int64_t blocks = (rows + config[block] - 1) / config[block];
+    if (config.get("PERSISTENT", 0) != 0)
+      return dsl::Grid{static_cast<uint32_t>(std::min(blocks * programs, persistentPrograms(config))), 1, 1};
+    return dsl::Grid{static_cast<uint32_t>(blocks), static_cast<uint32_t>(programs), 1};
   };
 }
 
@@ -207,17 +219,22 @@ void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<c
     config.set("BLOCK_POINTERS", 0);
 }
 
-void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space) {
+/// A given config's knobs; PERSISTENT only where `persistent` (block-sparse attention's forward,
+/// the one kernel whose programs take tiles in turn: elsewhere its grid would leave work undone).
+void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space,
+                 bool persistent = false) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
     int64_t v = config.get(name, 0);
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
-  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS"}) {
+  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "PERSISTENT"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
   }
+  if (config.get("PERSISTENT", 0) && !persistent)
+    fail("config " + config.str() + ": PERSISTENT is only for block-sparse attention's forward");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
     fail("config " + config.str() + " is not for head_dim " + std::to_string(padded) +
          (causal ? ", causal" : ", not causal") + " (take one of " + space + ")");
@@ -433,6 +450,10 @@ std::vector<ShippedKernel> shipped_kernels() {
         std::array<dsl::Config, 3> configs = sparseDefaults(padded, 128, 128);
         kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}), configs[0],
                            variant});
+        dsl::Config persistent = configs[0]; // and with PERSISTENT (it has a producer warpgroup)
+        persistent.set("PERSISTENT", 1);
+        kernels.push_back({detail::block_sparse_forward_kernel(dtype, modified ? sample : Modifiers{}), persistent,
+                           variant + ".persistent"});
         kernels.push_back({detail::block_sparse_backward_dkdv_kernel(dtype, modified ? sample : Modifiers{}),
                            configs[1], variant});
         kernels.push_back({detail::block_sparse_backward_dq_kernel(dtype, modified ? sample : Modifiers{}),
@@ -759,12 +780,13 @@ void checkMask(const BlockMask &mask, const Problem &p) {
          ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
 }
 
-/// A pass's given config (none if none) checked against the mask, with the mask's block sizes.
+/// A pass's given config (none if none) checked against the mask, with the mask's block sizes
+/// (PERSISTENT where `persistent`: the forward's).
 std::optional<dsl::Config> sparseConfig(const std::optional<dsl::Config> &given, const BlockMask &mask,
-                                        int64_t padded, const char *space) {
+                                        int64_t padded, const char *space, bool persistent = false) {
   if (!given)
     return std::nullopt;
-  checkConfig(*given, padded, false, space);
+  checkConfig(*given, padded, false, space, persistent);
   if (mask.block_m() % (*given)["BLOCK_M"] || mask.block_n() % (*given)["BLOCK_N"])
     fail("config " + given->str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
          std::to_string(mask.block_m()) + "x" + std::to_string(mask.block_n()));
@@ -817,7 +839,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "attention_forward_configs");
+  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "attention_forward_configs", true);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)

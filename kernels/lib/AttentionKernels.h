@@ -26,7 +26,9 @@ dsl::Kernel block_mask_states_kernel(const MaskMod &mask_mod);
 
 /// Block-sparse attention forward with the forward's arguments plus the mask's index arrays
 /// (BlockMask::device_indices), the modifiers' aux pointers and the mask's heads and block
-/// counts; meta parameters as the forward plus MASK_BLOCK_M/N (BLOCK_M/N divide them).
+/// counts; meta parameters as the forward's plus MASK_BLOCK_M/N (BLOCK_M/N divide them) and
+/// PERSISTENT (0/1: the grid's programs, any number of them, take the query blocks in turn).
+/// Grid: (cdiv(n_q, BLOCK_M), batch * heads_q); with PERSISTENT (programs, 1).
 dsl::Kernel block_sparse_forward_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
 /// The backward pass (FlashAttention 2, deterministic): delta = rowsum(dO * O) per query row

@@ -357,13 +357,15 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     };
     expectAgreement(tuned, "tuned configs");
     int configs = 0;
-    for (const dsl::Config &config : kernels::attention_forward_configs(d, false))
-      if (config.get("BLOCK_POINTERS", 0)) {
-        kernels::AttentionOptions forward;
-        forward.config = config;
-        expectAgreement(run(forward, {}), "forward " + config.str());
-        ++configs;
-      }
+    for (dsl::Config config : kernels::attention_forward_configs(d, false))
+      for (int persistent : {0, 1}) // and persistent programs beside a producer warpgroup
+        if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
+          config.set("PERSISTENT", persistent);
+          kernels::AttentionOptions forward;
+          forward.config = config;
+          expectAgreement(run(forward, {}), "forward " + config.str());
+          ++configs;
+        }
     // The backward's spaces with block pointers on every config (the block-sparse spaces have
     // each config both ways).
     for (auto pass : {kernels::BackwardPass::keys_values, kernels::BackwardPass::queries})

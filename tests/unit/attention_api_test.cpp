@@ -224,6 +224,11 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("SPLIT_MASKED", 1);
   options.config->set("BLOCK_POINTERS", 3);
   expectError("BLOCK_POINTERS must be 0 or 1");
+  options.config->set("BLOCK_POINTERS", 1);
+  options.config->set("PERSISTENT", 2);
+  expectError("PERSISTENT must be 0 or 1");
+  options.config->set("PERSISTENT", 1);
+  expectError("PERSISTENT is only for block-sparse attention's forward");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in

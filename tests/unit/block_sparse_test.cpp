@@ -290,13 +290,15 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 3 * kv + h) % 4 != 0; }));
   int forwards = 0, backwards = 0;
   for (dsl::Config config : attention_forward_configs(64, false))
-    if (config.get("BLOCK_POINTERS", 0)) {
-      SCOPED_TRACE(config.str());
-      AttentionOptions options;
-      options.config = config;
-      check(p, mask, stripes, partial, {}, {}, options);
-      ++forwards;
-    }
+    for (int persistent : {0, 1}) // persistent programs (three here) beside a producer warpgroup
+      if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
+        config.set("PERSISTENT", persistent);
+        SCOPED_TRACE(config.str());
+        AttentionOptions options;
+        options.config = config;
+        check(p, mask, stripes, partial, {}, {}, options);
+        ++forwards;
+      }
   for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
     for (dsl::Config config : attention_backward_configs(64, false, pass)) {
       config.set("BLOCK_POINTERS", 1); // the block-sparse spaces have each config both ways
@@ -433,6 +435,10 @@ TEST_F(BlockSparse, BackwardRejectsBadModifiersOptionsAndConfigs) {
   alien.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
   expectError(BlockSparseAttention(), alien,
               "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
+  AttentionOptions persistent; // the backward's programs do not take tiles in turn
+  persistent.queries_config = attention_backward_configs(32, false, BackwardPass::queries).front();
+  persistent.queries_config->set("PERSISTENT", 1);
+  expectError(BlockSparseAttention(), persistent, "PERSISTENT is only for block-sparse attention's forward");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.
@@ -525,6 +531,10 @@ TEST_F(BlockSparse, RejectsMasksThatDoNotFitTheInputs) {
   AttentionOptions wide;
   wide.config = attention_forward_configs(32, false).front(); // BLOCK_M 128 > the mask's 32
   expectError(BlockMask::causal(1, 64, 64, 32, 32), wide, "must divide the mask's blocks 32x32");
+  AttentionOptions persistent;
+  persistent.config = attention_forward_configs(32, false).front();
+  persistent.config->set("PERSISTENT", 3);
+  expectError(BlockMask::causal(1, 64, 64, 128, 128), persistent, "PERSISTENT must be 0 or 1");
 }
 
 } // namespace

@@ -545,7 +545,9 @@ private:
           yield->setOperand(first + k, value);
         for (auto [k, result] : llvm::enumerate(carrier.getResults().drop_front(first)))
           (*filled)[k] = result;
-        pipelineCopies(carrier);
+        // Its own copies (a persistent kernel's next Q) one iteration ahead: an iteration runs
+        // whole loops, which hide them; more stages would only take shared memory.
+        pipelineCopies(carrier, std::min<int64_t>(stages, 2));
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op); branch && filled && !filled->empty() && holdsTmaLoop(branch)) {
@@ -561,7 +563,7 @@ private:
       if (filled && tmaOf.count(loop))
         ring = ringOf(tmaOf[loop]);
       if (!ring) {
-        pipelineCopies(loop);
+        pipelineCopies(loop, stages);
         continue;
       }
       (*filled)[*ring] =
@@ -569,7 +571,9 @@ private:
     }
   }
 
-  void pipelineCopies(scf::ForOp loop) { pipeline(loop, stages, operandLoads(loop, constants), {}, nullptr, {}); }
+  void pipelineCopies(scf::ForOp loop, int64_t ringStages) {
+    pipeline(loop, ringStages, operandLoads(loop, constants), {}, nullptr, {});
+  }
 
   func::FuncOp func;
   int64_t stages;

@@ -479,6 +479,49 @@ func.func @ring_across_loops(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, 
 
 // -----
 
+// A loop around loops that fill a TMA ring (programs walking tiles) stages its own operand
+// loads (the next tile's queries) one iteration ahead only: two stages, whatever num_stages
+// the ring has.
+// CHECK-LABEL: func.func @tile_queries
+// CHECK-DAG: %[[RING:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<64x64xf16>>
+// CHECK-DAG: %[[Q:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK: tile.async_copy {{.*}} into %[[Q]][%{{.*}}]
+// CHECK: scf.for
+// CHECK: tile.async_wait 0
+// CHECK: %[[QT:.*]] = tile.shared_load %[[Q]]
+// CHECK: tile.async_copy {{.*}} into %[[Q]]
+// CHECK: scf.for
+// CHECK: tile.dot %[[QT]]
+func.func @tile_queries(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i32 {tile.divisibility = 16 : i32},
+                        %tiles: i32, %qs: tensor<64x64x!tile.ptr<f16>>, %out: !tile.ptr<f32>)
+    attributes {tile.num_stages = 3 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pid = tile.program_id x
+  %programs = tile.num_programs x
+  scf.for %t = %pid to %tiles step %programs : i32 {
+    %rows = arith.muli %t, %c64 : i32
+    %offsets = tile.splat %rows : i32 -> tensor<64x64xi32>
+    %qp = tile.addptr %qs, %offsets : tensor<64x64x!tile.ptr<f16>>, tensor<64x64xi32>
+    %q = tile.load %qp : tensor<64x64x!tile.ptr<f16>>
+    %acc = scf.for %i = %c0 to %n step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+      %p = tile.advance %p0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+    tile.store %ptrs, %acc : tensor<64x64x!tile.ptr<f32>>
+  }
+  return
+}
+
+// -----
+
 // A loop in a branch (the DSL's if_) fills the ring too: the branch yields the count after it
 // (the other branch the count before), and the loop after the branch continues from there.
 // CHECK-LABEL: func.func @ring_in_branch
