@@ -147,9 +147,9 @@ public:
   /// and LSE = -inf. options.config (one of attention_forward_configs) may also say
   /// PERSISTENT = 1: a program for each slot of the GPU's SMs, each taking query blocks in
   /// turn, so that its producer warpgroup (warp_specialize) loads the next block's keys while
-  /// the current one finishes. Not tuned: on the H200 it ran 4% faster on a sliding window
-  /// of 1024 (N = 8192, d = 128) and 5-14% slower at random 10-50% densities, where some SMs
-  /// finish their static share early.
+  /// the current one finishes. Not tuned: on the H200 (N = 8192, d = 128) it ran 4% faster on
+  /// a sliding window of 1024, as fast at random 5% and 50% densities, and 5-14% slower at
+  /// random 10-25%, where some SMs finish their static share early.
   void forward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                const TensorView &lse, const BlockMask &mask, const AttentionOptions &options = {},
                const SparseInputs &inputs = {}, void *stream = nullptr) const;
