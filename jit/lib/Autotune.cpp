@@ -274,15 +274,13 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
   // Timing runs on the default stream: the caller's streams finish producing the inputs first.
   // Kernels that write in place get their inputs back before every timed run.
   saved_.clear();
-  restoring_.clear();
   if (!options_.measure) {
     synchronize();
     if (options_.restore)
-      restoring_ = options_.restore(args);
-    for (auto [arg, bytes] : restoring_) {
-      saved_.emplace_back(bytes);
-      copy_device(saved_.back().data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
-    }
+      for (auto [arg, bytes] : options_.restore(args)) {
+        saved_.push_back({arg, bytes, DeviceBuffer(bytes)});
+        copy_device(saved_.back().contents.data(), reinterpret_cast<const void *>(args[arg].integer()), bytes);
+      }
   }
   Measure measure = [&](const dsl::Config &config) {
     return options_.measure ? options_.measure(specialized(config, args)) : timeOnGpu(config, grid, args);
@@ -320,9 +318,8 @@ dsl::Config Autotuner::config_for(const GridFn &grid, const std::vector<dsl::Lau
 }
 
 void Autotuner::restore(const std::vector<dsl::LaunchArg> &args) {
-  for (size_t i = 0; i < saved_.size(); ++i)
-    copy_device(reinterpret_cast<void *>(args[restoring_[i].first].integer()), saved_[i].data(),
-                restoring_[i].second);
+  for (const Saved &saved : saved_)
+    copy_device(reinterpret_cast<void *>(args[saved.argument].integer()), saved.contents.data(), saved.bytes);
 }
 
 dsl::Config Autotuner::specialized(dsl::Config config, const std::vector<dsl::LaunchArg> &args) const {

@@ -135,12 +135,12 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
             Tile last = start(count * steps - 1);
             softmax.multiply_pending(values.load(last, bn, dims, readable(last)));
           });
-    };
-    visit(2, load(record), false);
-    visit(2 + mask_kv_blocks, load(record + 1), true);
-    store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
-          softmax.output(T::dtype), row_ok && dim_ok);
-    store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
+      };
+      visit(2, load(record), false);
+      visit(2 + mask_kv_blocks, load(record + 1), true);
+      store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
+            softmax.output(T::dtype), row_ok && dim_ok);
+      store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
     };
     if (cfg.get("PERSISTENT", 0) != 0) {
       // A program a slot of the SMs, taking tiles in turn: the producer loads the next tile's

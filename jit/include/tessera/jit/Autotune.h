@@ -133,8 +133,12 @@ private:
     int registers = 0, spilled_bytes = 0;
   };
   std::map<std::string, Resources> resources_;
-  std::vector<std::pair<size_t, size_t>> restoring_; // Options::restore of the arguments being tuned
-  std::vector<DeviceBuffer> saved_;                  // their contents
+  /// What Options::restore names for the arguments being tuned, and its contents.
+  struct Saved {
+    size_t argument, bytes;
+    DeviceBuffer contents;
+  };
+  std::vector<Saved> saved_;
   bool spillsAllowed_ = false;      // set while retrying a space in which every config spilled
 };
 
