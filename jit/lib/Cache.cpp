@@ -38,7 +38,8 @@ std::string cache_dir() {
 
 std::string cache_key(const std::string &traced_ir, const compiler::Target &target) {
   llvm::SHA256 hash;
-  for (const std::string &part : {compiler::version(), target.arch(), traced_ir}) {
+  for (const std::string &part :
+       {compiler::version(), target.arch(), std::to_string(target.max_shared_memory), traced_ir}) {
     hash.update(part);
     hash.update(llvm::StringRef("\0", 1));
   }

@@ -38,7 +38,7 @@ namespace {
 
 compiler::Target deviceTarget() {
   DeviceInfo info = current_device();
-  return compiler::Target{info.major, info.minor};
+  return compiler::Target{info.major, info.minor, info.max_shared_memory};
 }
 
 std::string signatureText(const std::vector<dsl::ArgSpec> &signature) {

@@ -96,25 +96,31 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
       OnlineSoftmax softmax(bm, d);
       // One loop over (listed block, step of BLOCK_N in it), so that K and V pipeline across blocks;
-      // with OVERLAP_SOFTMAX in FlashAttention-3's order (see the dense forward).
+      // with OVERLAP_SOFTMAX in FlashAttention-3's order (see the dense forward). One deferral
+      // spans both lists: the product pending when a list begins is the last step of the list
+      // before (if it listed any), which the list's first iteration multiplies; the last listed
+      // step's comes after both.
       const int64_t steps = mask_bn / bn;
       const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
+      if (overlap)
+        softmax.defer(bn, T::dtype);
+      Tile pending_from = 0, visited = 0; // the pending step's first key; steps visited so far
+      // Which elements of the keys from `from` tiles of pointers may read (a block pointer
+      // reads 0 past the tensor; those keys' probabilities are 0).
+      auto readable = [&](const Tile &from, bool partial) {
+        return partial ? kv_ok && expand_dims(from + arange(0, bn), 1) < n_kv : kv_ok;
+      };
       auto visit = [&](Tile first, Tile count, bool partial) {
         // The first key of iteration j of this list.
         auto start = [&](const Tile &j) { return load(record + first + j / steps) * mask_bn + j % steps * bn; };
-        // Which elements of the keys from `from` tiles of pointers may read (a block pointer
-        // reads 0 past the tensor; those keys' probabilities are 0).
-        auto readable = [&](const Tile &from) {
-          return partial ? kv_ok && expand_dims(from + arange(0, bn), 1) < n_kv : kv_ok;
-        };
-        if (overlap)
-          softmax.defer(bn, T::dtype);
         for_range(0, count * steps, 1, softmax.state(), [&](Tile j) {
           Tile from = start(j), cols = from + arange(0, bn);
-          Tile qk = dot(q_tile, trans(keys.load(from, bn, dims, readable(from))));
-          if (overlap) { // the previous iteration's V (none before the first: its probabilities are 0)
-            Tile previous = start(maximum(j - 1, 0));
-            softmax.multiply_pending(values.load(previous, bn, dims, readable(previous) && j > 0));
+          Tile qk = dot(q_tile, trans(keys.load(from, bn, dims, readable(from, partial))));
+          // The previous step's V (none before the first: its probabilities are 0); from the list
+          // before, a full block, never ragged, reads as this list's do.
+          if (overlap) {
+            Tile previous = where(j > 0, start(maximum(j - 1, 0)), pending_from);
+            softmax.multiply_pending(values.load(previous, bn, dims, readable(previous, partial) && (j > 0 || visited > 0)));
           }
           const ScoreTransform transform =
               modifiedScores(mods, scale, batch, head, expand_dims(minimum(rows, n_q - 1), 1),
@@ -128,16 +134,19 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
           if (overlap)
             softmax.add_deferred(scores, transform.scale);
           else
-            softmax.add(scores, transform.scale, [&] { return values.load(from, bn, dims, readable(from)); });
+            softmax.add(scores, transform.scale, [&] { return values.load(from, bn, dims, readable(from, partial)); });
         });
-        if (overlap) // the last iteration's V; none after an empty list
-          if_(count > 0, {softmax.acc}, [&] {
-            Tile last = start(count * steps - 1);
-            softmax.multiply_pending(values.load(last, bn, dims, readable(last)));
-          });
+        if (overlap) {
+          pending_from = where(count > 0, start(maximum(count * steps - 1, 0)), pending_from);
+          visited = visited + count;
+        }
       };
       visit(2, load(record), false);
       visit(2 + mask_kv_blocks, load(record + 1), true);
+      if (overlap) // the last listed step's V; none after empty lists
+        if_(visited > 0, {softmax.acc}, [&] {
+          softmax.multiply_pending(values.load(pending_from, bn, dims, readable(pending_from, true)));
+        });
       store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
             softmax.output(T::dtype), row_ok && dim_ok);
       store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);

@@ -5,12 +5,14 @@
 #include "tessera/compiler/Compiler.h"
 #include "tessera/jit/Cache.h"
 #include "tessera/jit/TensorMap.h"
+#include "tessera/kernels/catalog.h"
 #include "matmul.h"
 #include "vector_add.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -84,6 +86,7 @@ TEST_F(Cache, KeysSeparateSourceTargetAndAreStable) {
   EXPECT_EQ(a, jit::cache_key("module A", {9, 0}));
   EXPECT_NE(a, jit::cache_key("module B", {9, 0}));
   EXPECT_NE(a, jit::cache_key("module A", {8, 0}));
+  EXPECT_NE(a, jit::cache_key("module A", {9, 0, 101376})); // a kernel may be lowered to fit the limit
   EXPECT_EQ(a.size(), 32u);
 }
 
@@ -142,6 +145,33 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("bar.sync \t1, 256;"));
   EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
   EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
+}
+
+// The forward's last deferred P @ V, after its loops, reads V from a stage of its own that the
+// producer's TMA fills: wgmma, no mma.sync. Where that stage would not fit beside the rings
+// (here under a limit just below what it takes), the kernel is compiled without it.
+TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
+  const auto shipped = kernels::shipped_kernels();
+  auto forward = std::find_if(shipped.begin(), shipped.end(), [](const kernels::ShippedKernel &k) {
+    return k.kernel.name() == "attention_fwd" && k.variant == "f16.d128";
+  });
+  ASSERT_NE(forward, shipped.end());
+  dsl::Config config = forward->config;
+  for (auto [key, value] : {std::pair<const char *, int64_t>{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"num_warps", 8},
+                            {"num_stages", 2}, {"OVERLAP_SOFTMAX", 1}, {"SPLIT_MASKED", 1}, {"BLOCK_POINTERS", 1},
+                            {"invariant_operands_in_shared", 1}, {"warp_specialize", 1}})
+    config.set(key, value);
+  dsl::Specialization aligned;
+  aligned.divisible_by_16.assign(forward->kernel.signature().size(), true);
+  aligned.equal_to_1.assign(forward->kernel.signature().size(), false);
+  const dsl::TracedKernel traced = forward->kernel.trace(config, aligned);
+  const compiler::CompiledKernel staged = compiler::compile(traced, compiler::Target{9, 0});
+  EXPECT_THAT(staged.ptx, ::testing::HasSubstr("wgmma.mma_async"));
+  EXPECT_THAT(staged.ptx, ::testing::Not(::testing::HasSubstr("mma.sync")));
+  EXPECT_LE(staged.shared_memory, compiler::Target{}.max_shared_memory);
+  const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
+  EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
+  EXPECT_LT(tight.shared_memory, staged.shared_memory);
 }
 
 // Shared-memory addresses are 32-bit (nvptx-short-ptr): ldmatrix, cp.async and the staging

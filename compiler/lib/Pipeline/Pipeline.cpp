@@ -168,45 +168,51 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
                   mlir::scf::SCFDialect, mlir::func::FuncDialect, mlir::cf::ControlFlowDialect,
                   mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect>();
   mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
-  if (!module)
-    throw Error("kernel '" + traced.name() + "': the traced IR does not parse back");
   const std::string &name = traced.name();
   StageDumper dump(name);
   CompiledKernel result;
   result.name = name;
-  result.num_warps = setNumWarps(*module, name, target);
-  dump("tile.mlir", *module);
+  // Tile ops to layouts and shared memory. Stages of their own for loads outside loops take
+  // shared memory beside the rings: where the kernel would then not fit, it is lowered
+  // again without them.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  for (bool stageOutsideLoops : {true, false}) {
+    module = mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
+    if (!module)
+      throw Error("kernel '" + traced.name() + "': the traced IR does not parse back");
+    result.num_warps = setNumWarps(*module, name, target);
+    dump("tile.mlir", *module);
+    runStage(*module, name, "tile", [&](mlir::OpPassManager &pm) {
+      pm.addPass(mlir::createCanonicalizerPass());
+      pm.addPass(mlir::createCSEPass());
+      pm.addPass(createTilePipelineLoops(TilePipelineLoopsOptions{stageOutsideLoops}));
+      pm.addPass(createTilePrefetchLoads());
+      pm.addPass(mlir::createCanonicalizerPass());
+      pm.addPass(mlir::createCSEPass());
+    });
+    dump("tile-opt.mlir", *module);
 
-  runStage(*module, name, "tile", [](mlir::OpPassManager &pm) {
-    pm.addPass(mlir::createCanonicalizerPass());
-    pm.addPass(mlir::createCSEPass());
-    pm.addPass(createTilePipelineLoops());
-    pm.addPass(createTilePrefetchLoads());
-    pm.addPass(mlir::createCanonicalizerPass());
-    pm.addPass(mlir::createCSEPass());
-  });
-  dump("tile-opt.mlir", *module);
-
-  runStage(*module, name, "layouts", [](mlir::OpPassManager &pm) {
-    pm.addPass(createTileAssignLayouts());
-    pm.addPass(createTileRemoveLayoutConversions());
-    pm.addPass(mlir::createLoopInvariantCodeMotionPass()); // e.g. Q's conversion to mma operands
-    pm.addPass(mlir::createCanonicalizerPass());
-    pm.addPass(mlir::createCSEPass());
-    pm.addPass(createTileVectorizeMemory());
-    pm.addPass(createTileStageDotOperands()); // e.g. dS for dQ's wgmma, read from shared memory
-    pm.addPass(createTileAllocateSharedMemory());
-    pm.addPass(createTileAsyncDots());
-    pm.addPass(createTileSpecializeWarps());
-  });
-  dump("layouts.mlir", *module);
-  module->walk([&](mlir::func::FuncOp func) {
-    if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
-      result.shared_memory = bytes.getInt();
-    result.num_warps += tile::producerWarpsOf(func);
-  });
+    runStage(*module, name, "layouts", [](mlir::OpPassManager &pm) {
+      pm.addPass(createTileAssignLayouts());
+      pm.addPass(createTileRemoveLayoutConversions());
+      pm.addPass(mlir::createLoopInvariantCodeMotionPass()); // e.g. Q's conversion to mma operands
+      pm.addPass(mlir::createCanonicalizerPass());
+      pm.addPass(mlir::createCSEPass());
+      pm.addPass(createTileVectorizeMemory());
+      pm.addPass(createTileStageDotOperands()); // e.g. dS for dQ's wgmma, read from shared memory
+      pm.addPass(createTileAllocateSharedMemory());
+      pm.addPass(createTileAsyncDots());
+      pm.addPass(createTileSpecializeWarps());
+    });
+    dump("layouts.mlir", *module);
+    module->walk([&](mlir::func::FuncOp func) {
+      if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
+        result.shared_memory = bytes.getInt();
+      result.num_warps += tile::producerWarpsOf(func);
+    });
+    if (result.shared_memory <= target.max_shared_memory)
+      break;
+  }
   result.tensor_maps = tensorMaps(*module);
 
   runStage(*module, name, "llvm", [](mlir::OpPassManager &pm) {

@@ -51,6 +51,22 @@ bool isIndexMath(Value value, Block *body, const ConstantMemory *constants = nul
   return isIndexMath(value, body, seen, constants);
 }
 
+/// `op` cloned at the builder's position through `map` (its operands already mapped, its
+/// results mapped after); a load (of a block index) reads only where `active`, as the clone may
+/// run where the original would not.
+void cloneMasked(OpBuilder &b, Operation *op, IRMapping &map, Value active) {
+  auto load = dyn_cast<LoadOp>(op);
+  if (!load) {
+    b.clone(*op, map);
+    return;
+  }
+  Location loc = load.getLoc();
+  Value mask = load.getMask() ? arith::AndIOp::create(b, loc, map.lookup(load.getMask()), active).getResult() : active;
+  Value other = load.getOther() ? map.lookup(load.getOther())
+                                : arith::ConstantOp::create(b, loc, b.getZeroAttr(load.getType())).getResult();
+  map.map(load.getResult(), LoadOp::create(b, loc, map.lookup(load.getPtr()), mask, other).getResult());
+}
+
 /// `value` recomputed at the builder's position with the body's arguments replaced by `args`.
 /// Loads in it (of block indices) read only where `active`: an iteration past the end may
 /// point past the table.
@@ -64,18 +80,8 @@ Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef
     return value;
   for (Value operand : def->getOperands())
     map.map(operand, recompute(b, operand, map, body, args, active));
-  auto load = dyn_cast<LoadOp>(def);
-  if (!load) {
-    b.clone(*def, map);
-    return map.lookup(value);
-  }
-  Location loc = load.getLoc();
-  Value mask = load.getMask() ? arith::AndIOp::create(b, loc, map.lookup(load.getMask()), active).getResult() : active;
-  Value other = load.getOther() ? map.lookup(load.getOther())
-                                : arith::ConstantOp::create(b, loc, b.getZeroAttr(load.getType())).getResult();
-  Value early = LoadOp::create(b, loc, map.lookup(load.getPtr()), mask, other);
-  map.map(value, early);
-  return early;
+  cloneMasked(b, def, map, active);
+  return map.lookup(value);
 }
 
 /// The body's arguments one iteration later, as far as addresses need them: the induction
@@ -267,6 +273,15 @@ struct TmaLoad {
   Operation *operand;
 };
 
+/// The op whose result is what a stage of `load`'s block holds: the load itself, or the
+/// reshape that drops its unit dimensions; null for other uses of a block with unit dimensions.
+Operation *stagedResult(BlockLoadOp load, const BlockTile &tile) {
+  if (load.getType().getShape() == tile.tile.getShape())
+    return load;
+  auto reshape = load->hasOneUse() ? dyn_cast<ReshapeOp>(*load->user_begin()) : ReshapeOp();
+  return reshape && reshape.getType().getShape() == tile.tile.getShape() ? reshape : nullptr;
+}
+
 /// Block loads of the loop body the TMA copies into rings (see TensorMaps::mapFor), addressed
 /// by index math: tiles used only as dot operands, and rows (per-row statistics such as the
 /// backward's LSE, which the warps then read from the stage in whatever layout they use it
@@ -278,13 +293,9 @@ SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, 
     std::optional<BlockTile> tile = load ? blockTile(load.getType()) : std::nullopt;
     if (!tile || !isIndexMath(load.getPtr(), loop.getBody(), &constants))
       continue;
-    Operation *operand = load;
-    if (load.getType().getShape() != tile->tile.getShape()) {
-      auto reshape = load->hasOneUse() ? dyn_cast<ReshapeOp>(*load->user_begin()) : ReshapeOp();
-      if (!reshape || reshape.getType().getShape() != tile->tile.getShape())
-        continue;
-      operand = reshape;
-    }
+    Operation *operand = stagedResult(load, *tile);
+    if (!operand)
+      continue;
     if (tile->tile.getRank() == 1 || feedsOnlyDots(operand))
       if (Value map = maps.mapFor(load))
         loads.push_back({load, map, operand});
@@ -439,7 +450,8 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
 /// loops that fill it: a loop around such loops carries the numbers.
 class Pipeliner {
 public:
-  Pipeliner(func::FuncOp func, int64_t stages) : func(func), stages(stages), constants(func), maps(func) {}
+  Pipeliner(func::FuncOp func, int64_t stages, bool stageOutside)
+      : func(func), stages(stages), stageOutside(stageOutside), constants(func), maps(func) {}
 
   void run() {
     // Every loop's TMA loads, and the rings they fill (made at the kernel's start), first.
@@ -467,6 +479,15 @@ public:
       }
     }
     visit(func.getBody().front(), &filled);
+    if (stageOutside && func->hasAttr(kWarpSpecializeAttrName)) {
+      SmallVector<BlockLoadOp> afterLoops;
+      func.walk([&](BlockLoadOp load) {
+        if (!load->getParentOfType<scf::ForOp>())
+          afterLoops.push_back(load);
+      });
+      for (BlockLoadOp load : afterLoops)
+        stageOutsideLoops(load);
+    }
   }
 
 private:
@@ -571,12 +592,94 @@ private:
     }
   }
 
+  /// A block load outside loops whose tile only feeds dots outside loops (the forward's last
+  /// deferred P @ V, after its loops) becomes a TMA load into a stage and an mbarrier of its
+  /// own, issued before the branches around it where they would run it (when its address can
+  /// be computed there without a division that could trap: ops that are pure, block indices
+  /// read from memory the kernel never writes). Only in warp-specialized kernels: their
+  /// producer issues it after its loops' last fill, so that it lands while the consumers still
+  /// compute, and no other ring reuses its memory.
+  void stageOutsideLoops(BlockLoadOp load) {
+    std::optional<BlockTile> tile = blockTile(load.getType());
+    Operation *operand = tile && tile->tile.getRank() == 2 ? stagedResult(load, *tile) : nullptr;
+    if (!operand || !feedsOnlyDots(operand) || llvm::any_of(operand->getUsers(), [](Operation *user) {
+          return user->getParentOfType<scf::ForOp>() != nullptr;
+        }))
+      return;
+    Operation *top = func.getBody().front().findAncestorOpInBlock(*load);
+    SmallVector<std::pair<scf::IfOp, bool>> branches; // outermost first; whether in the then-branch
+    for (Operation *op = load; op != top;) {
+      Region *region = op->getParentRegion();
+      auto branch = dyn_cast<scf::IfOp>(region->getParentOp());
+      if (!branch || !computableBefore(branch.getCondition(), top))
+        return;
+      branches.insert(branches.begin(), {branch, region == &branch.getThenRegion()});
+      op = branch;
+    }
+    if (!computableBefore(load.getPtr(), top))
+      return;
+    Value map = maps.mapFor(load);
+    if (!map)
+      return;
+    Location loc = load.getLoc();
+    OpBuilder b(top);
+    IRMapping hoisted;
+    Value active = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    for (auto [branch, then] : branches) {
+      Value taken = hoist(b, branch.getCondition(), top, hoisted, active);
+      if (!then)
+        taken = arith::XOrIOp::create(b, loc, taken, arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+      active = arith::AndIOp::create(b, loc, active, taken);
+    }
+    OpBuilder start = OpBuilder::atBlockBegin(&func.getBody().front());
+    auto stage = SharedAllocOp::create(
+        start, loc, SharedBufferType::get(b.getContext(), 1, cast<RankedTensorType>(operand->getResult(0).getType())));
+    auto barrier = SharedAllocOp::create(
+        start, loc, SharedBufferType::get(b.getContext(), 1, RankedTensorType::get({1}, b.getI64Type())));
+    InitBarriersOp::create(start, loc, barrier, b.getI32IntegerAttr(1));
+    Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+    TmaLoadOp::create(b, loc, map, hoist(b, load.getPtr(), top, hoisted, active), stage, zero, barrier, active);
+    OpBuilder at(load);
+    WaitBarrierOp::create(at, loc, barrier, zero, zero, /*sync=*/false);
+    for (OpOperand &use : llvm::make_early_inc_range(operand->getUses()))
+      readFromRing(at, use, stage, zero);
+    if (operand != load.getOperation())
+      operand->erase();
+    load.erase();
+  }
+
+  /// Whether `value` can be computed before `top` (which holds it or is defined after it).
+  bool computableBefore(Value value, Operation *top) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return !top->isAncestor(cast<BlockArgument>(value).getOwner()->getParentOp());
+    if (!top->isAncestor(def))
+      return true;
+    return (isPure(def) || constants.isIndexLoad(def)) && def->getNumRegions() == 0 &&
+           llvm::all_of(def->getOperands(), [&](Value operand) { return computableBefore(operand, top); });
+  }
+
+  /// `value` computed at the builder's position before `top` (computableBefore), its loads
+  /// reading only where `active`.
+  static Value hoist(OpBuilder &b, Value value, Operation *top, IRMapping &map, Value active) {
+    if (Value mapped = map.lookupOrNull(value))
+      return mapped;
+    Operation *def = value.getDefiningOp();
+    if (!def || !top->isAncestor(def))
+      return value;
+    for (Value operand : def->getOperands())
+      map.map(operand, hoist(b, operand, top, map, active));
+    cloneMasked(b, def, map, active);
+    return map.lookup(value);
+  }
+
   void pipelineCopies(scf::ForOp loop, int64_t ringStages) {
     pipeline(loop, ringStages, operandLoads(loop, constants), {}, nullptr, {});
   }
 
   func::FuncOp func;
   int64_t stages;
+  bool stageOutside;
   const ConstantMemory constants; // pipelining adds no global writes
   TensorMaps maps;
   llvm::MapVector<Operation *, SmallVector<TmaLoad>> tmaOf;
@@ -621,15 +724,16 @@ void stageInvariantOperands(func::FuncOp func) {
 }
 
 struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipelineLoopsPass> {
+  using TilePipelineLoopsBase::TilePipelineLoopsBase;
   void runOnOperation() override {
-    getOperation().walk([](func::FuncOp func) {
+    getOperation().walk([&](func::FuncOp func) {
       if (func->hasAttr("tile.invariant_operands_in_shared"))
         stageInvariantOperands(func);
       auto attr = func->getAttrOfType<IntegerAttr>("tile.num_stages");
       int64_t stages = attr ? attr.getInt() : 3;
       if (stages < 2)
         return;
-      Pipeliner(func, stages).run();
+      Pipeliner(func, stages, stageOutsideLoops).run();
     });
   }
 };

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -100,7 +101,8 @@ private:
   /// contents: fill f waits for the release of fill f - stages, which the consumers make in
   /// their iteration f - stages + 1 (the phase (f + 1) / stages - 1 of the stage's "empty"
   /// barrier); the fills before the first release find a fresh barrier, whose phase of parity
-  /// 1 counts as complete.
+  /// 1 counts as complete. A fill numbered by a constant below the stages (a one-shot stage's
+  /// only fill) is the first of its stage: it waits for nothing.
   LogicalResult fill(TmaLoadOp first) {
     SmallVector<TmaLoadOp> loads;
     for (auto load : first->getBlock()->getOps<TmaLoadOp>())
@@ -115,13 +117,19 @@ private:
     Location loc = first.getLoc();
     auto constant = [&](int64_t v) { return arith::ConstantOp::create(at, loc, at.getI32IntegerAttr(v)); };
     const int64_t stages = first.getBuffer().getType().getStages();
-    Value fill = map.lookupOrDefault(first.getFill());
-    Value slot = stageOf(at, first, fill);
-    Value released = arith::DivUIOp::create(at, loc, arith::AddIOp::create(at, loc, fill, constant(1)), constant(stages));
-    Value parity = arith::XOrIOp::create(at, loc, arith::AndIOp::create(at, loc, released, constant(1)), constant(1));
+    APInt constantFill;
+    bool firstOfStage = matchPattern(first.getFill(), m_ConstantInt(&constantFill)) && constantFill.getSExtValue() < stages;
+    Value slot, parity;
+    if (!firstOfStage) {
+      Value fill = map.lookupOrDefault(first.getFill());
+      slot = stageOf(at, first, fill);
+      Value released = arith::DivUIOp::create(at, loc, arith::AddIOp::create(at, loc, fill, constant(1)), constant(stages));
+      parity = arith::XOrIOp::create(at, loc, arith::AndIOp::create(at, loc, released, constant(1)), constant(1));
+    }
     auto active = scf::IfOp::create(at, loc, map.lookupOrDefault(first.getActive()), /*withElseRegion=*/false);
     OpBuilder then = active.getThenBodyBuilder();
-    WaitBarrierOp::create(then, loc, emptyOf.lookup(first.getBarriers()), slot, parity, /*sync=*/false);
+    if (!firstOfStage)
+      WaitBarrierOp::create(then, loc, emptyOf.lookup(first.getBarriers()), slot, parity, /*sync=*/false);
     for (TmaLoadOp load : loads) {
       then.clone(*load, map);
       emitted.insert(load);

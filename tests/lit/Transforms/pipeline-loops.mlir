@@ -617,3 +617,68 @@ func.func @tma_rows(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %lse: !ti
   }
   return %out#0, %out#1 : tensor<64x64xf32>, tensor<16xf32>
 }
+
+// -----
+
+// In a warp-specialized kernel, a block load after the loops that only feeds a dot there (the
+// forward's last deferred P @ V, in a branch taken where any block was visited) gets a stage
+// and an mbarrier of its own: its TMA load goes before the branch, shares the loop's map, and
+// is issued only where the branch runs (its address computed there, the branch's condition
+// its `active`); the branch waits for the phase and reads the stage. A load whose address
+// needs a division that could trap there (by a run-time value) stays a block load.
+// CHECK-LABEL: func.func @tma_after_loops
+// CHECK-SAME: %[[MAPV:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 64, 64>
+// CHECK-NOT: !tile.tensor_map
+// CHECK: %[[STAGE:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
+// CHECK-NEXT: %[[BAR:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<1xi64>>
+// CHECK-NEXT: tile.init_barriers %[[BAR]] arrivals 1
+// CHECK: %[[RUNS:.*]] = arith.cmpi sgt, %[[END:[a-z0-9]+]], %c0
+// CHECK: scf.for
+// CHECK: tile.async_wait 0
+// CHECK-NEXT: %[[LAST:.*]] = arith.subi %[[END]], %c64
+// CHECK-NEXT: %[[AT:.*]] = tile.advance %{{.*}}, [%[[LAST]], %c0
+// CHECK-NEXT: tile.tma_load %[[MAPV]], %[[AT]] into %[[STAGE]][%[[ZERO:.*]]], %[[BAR]] if %[[RUNS]]
+// CHECK-NEXT: scf.if %[[RUNS]]
+// CHECK-NEXT: tile.wait_barrier %[[BAR]][%[[ZERO]]], %[[ZERO]] :
+// CHECK-NEXT: %[[V:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]] : !tile.shared<1 x tensor<64x64xf16>> -> tensor<64x64xf16>
+// CHECK-NEXT: tile.dot %{{.*}}, %[[V]]
+// CHECK-NEXT: arith.divsi
+// CHECK-NEXT: tile.advance
+// CHECK-NEXT: tile.block_load
+func.func @tma_after_loops(%v: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i32 {tile.divisibility = 16 : i32},
+                           %end: i32, %blocks: i32, %p: tensor<64x64xf16>)
+    -> (tensor<64x64xf32>, tensor<64x64xf32>) attributes {tile.num_stages = 2 : i32, tile.tma, tile.warp_specialize} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %pv0 = tile.make_block_ptr %v, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %acc = scf.for %i = %c0 to %end step %c64 iter_args(%a = %zero) -> (tensor<64x64xf32>) : i32 {
+    %pv = tile.advance %pv0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %vb = tile.block_load %pv {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %p, %vb, %a : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  %runs = arith.cmpi sgt, %end, %c0 : i32
+  %out = scf.if %runs -> (tensor<64x64xf32>) {
+    %last = arith.subi %end, %c64 : i32
+    %pv = tile.advance %pv0, [%last, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %vb = tile.block_load %pv {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %p, %vb, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  } else {
+    scf.yield %acc : tensor<64x64xf32>
+  }
+  %divided = scf.if %runs -> (tensor<64x64xf32>) {
+    %block = arith.divsi %end, %blocks : i32
+    %pv = tile.advance %pv0, [%block, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %vb = tile.block_load %pv {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %p, %vb, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  } else {
+    scf.yield %acc : tensor<64x64xf32>
+  }
+  return %out, %divided : tensor<64x64xf32>, tensor<64x64xf32>
+}

@@ -14,6 +14,8 @@ namespace tessera::compiler {
 struct Target {
   int major = 9;
   int minor = 0;
+  /// Shared memory one program may use (opt-in), in bytes: the H100's and H200's by default.
+  int64_t max_shared_memory = 232448;
   /// "sm_90a" for Hopper (its architecture-specific instructions), "sm_XY" otherwise.
   std::string arch() const;
 };

@@ -30,7 +30,17 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     barrier). With `tile.invariant_operands_in_shared` on the kernel, a
     tile loaded outside loops and used only by dots inside them is copied once into a
     one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
+    With `stage-outside-loops`, in a warp-specialized kernel, a block load outside loops whose
+    tile only feeds dots outside loops (attention's last deferred P @ V) is copied by the TMA
+    into a stage and an mbarrier of its own, issued before the branches around it where they
+    would run it; the producer then issues it after its loops' last fill, and it lands while
+    the consumers still compute (its own shared memory: the compiler drops it where the
+    kernel would not fit otherwise).
   }];
+  let options = [
+    Option<"stageOutsideLoops", "stage-outside-loops", "bool", /*default=*/"true",
+           "copy block loads outside loops that feed dots into stages of their own (TMA)">
+  ];
 }
 
 def TilePrefetchLoads : Pass<"tile-prefetch-loads", "mlir::ModuleOp"> {
