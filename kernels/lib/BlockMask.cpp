@@ -79,13 +79,16 @@ BlockMask::BlockMask(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, in
     else if (s == State::partial)
       out[2 + lists + out[1]++] = int32_t(block);
   };
+  int64_t visited = 0;
   for (int64_t bh = 0; bh < batch * heads; ++bh)
     for (int64_t i = 0; i < qb; ++i)
       for (int64_t j = 0; j < kb; ++j) {
         State s = states_[(bh * qb + i) * kb + j];
         append(0, bh * qb + i, record, kb, s, j);
         append(transposedOffset_, bh * kb + j, transposedRecord, qb, s, i);
+        visited += s != State::skip;
       }
+  density_ = states_.empty() ? 0 : double(visited) / double(states_.size());
 }
 
 BlockMask BlockMask::from_predicate(int64_t batch, int64_t heads, int64_t n_q, int64_t n_kv, const Visible &visible,
@@ -200,13 +203,6 @@ MaskMod documents(int64_t n, bool causal) {
 
 BlockMask::State BlockMask::state(int64_t batch, int64_t head, int64_t q_block, int64_t kv_block) const {
   return states_[((batch * heads_ + head) * q_blocks() + q_block) * kv_blocks() + kv_block];
-}
-
-double BlockMask::density() const {
-  if (states_.empty())
-    return 0;
-  return double(std::count_if(states_.begin(), states_.end(), [](State s) { return s != State::skip; })) /
-         double(states_.size());
 }
 
 const void *BlockMask::device_indices() const {

@@ -93,8 +93,9 @@ public:
   int64_t q_blocks() const { return (n_q_ + block_m_ - 1) / block_m_; }
   int64_t kv_blocks() const { return (n_kv_ + block_n_ - 1) / block_n_; }
   State state(int64_t batch, int64_t head, int64_t q_block, int64_t kv_block) const;
-  /// Visited blocks (full or partial) over all blocks.
-  double density() const;
+  /// Visited blocks (full or partial) over all blocks (counted once: every launch's tuning
+  /// key reads it).
+  double density() const { return density_; }
 
   /// The device index arrays the kernels read (int32, copied on the first call, on the
   /// current device): per (batch, head, query block) the counts of full and partial key
@@ -109,6 +110,7 @@ private:
   std::vector<State> states_;
   std::vector<int32_t> indices_; // both index arrays, the transposed one from transposedOffset_
   size_t transposedOffset_ = 0;
+  double density_ = 0;
   mutable std::shared_ptr<jit::DeviceBuffer> device_;
 };
 
