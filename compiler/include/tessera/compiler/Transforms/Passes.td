@@ -151,7 +151,8 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
     `scf.if tile.in_producer_warps`. The producer runs the TMA loads (in the same loops, at
     any depth, carrying only the index math the loads need, cloned from the consumers'), each
     fill f first waiting, where active, for its stage's "empty" mbarrier to complete the
-    consumers' release of fill f - stages; the consumers (the kernel's num_warps warps, laid
+    consumers' release of fill f - stages (a fill numbered by a constant below the stages, the
+    prologue's or a one-shot stage's, has none to wait for); the consumers (the kernel's num_warps warps, laid
     out as before) run the rest, and where a loop refilled a stage each of their warps now
     arrives on that stage's empty barrier instead, in every iteration (the releases of a
     loop's last iterations let the next loop's, or the next tile's, first fills go), so the
