@@ -228,7 +228,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
-  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "PERSISTENT"}) {
+  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "PERSISTENT", "QUERIES_IN_ROWS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
@@ -308,11 +308,15 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
         configs.push_back(config);
       }
     // FA3's shape: 64 query rows, 128 keys on two consumer warpgroups beside the producer; dQ's
-    // product [64, d] then runs on wgmma, its columns split between the warpgroups.
+    // product [64, d] then runs on wgmma, its columns split between the warpgroups. Also with
+    // the scores [queries, keys] as FA3 has them (QUERIES_IN_ROWS; H200, N = 8192, tuner's
+    // trials: 5.76 vs 5.95 ms; N = 4096: 2.61 both).
     if (padded == 128)
-      configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
-                         {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
-                         {"BLOCK_POINTERS", 1}, {"warp_specialize", 1}, {"ATOMIC_DQ", 1}});
+      for (int64_t queries_in_rows : {0, 1})
+        configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                           {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
+                           {"BLOCK_POINTERS", 1}, {"warp_specialize", 1}, {"ATOMIC_DQ", 1},
+                           {"QUERIES_IN_ROWS", queries_in_rows}});
     return configs;
   }
   // (BLOCK_M, BLOCK_N, warps, stages, K/V or Q/dO in shared memory). The chained dots keep
@@ -645,8 +649,9 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 /// N = 8192, tuned, same run): at head dims padded to 128 with the TMA, where two consumer
 /// warpgroups run all five products on wgmma, without the causal mask (7.23 vs 7.31 ms since
 /// the deterministic dK/dV pass reads Q and dO through the TMA too; causal 4.31 vs 4.08); not
-/// at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93), nor on mma.sync alone (d = 128: 8.25 vs
-/// 7.70). The interpreter takes it wherever allowed (it runs any config).
+/// at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93; with FA3's shape in the space too, 8.11
+/// vs 7.10, causal 4.48 vs 4.00: its dQ product [64, 64] falls back to mma.sync), nor on
+/// mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
 bool addingDqPays(int64_t padded, bool causal, const TensorView &q, const TensorView &dout) {
   return interpreter::enabled() || (padded == 128 && !causal && tmaCopies({&q, &dout}));
 }
@@ -701,8 +706,8 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
     dsl::Config config = given                    ? *given
                          : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
                                                   : tunerFor(pass, q.dtype, padded, options.causal).config_for(grid, args);
-    if (pass == BackwardPass::keys_values_adding_dq)
-      config.set("ATOMIC_DQ", 1); // a given keys_values_config too
+    if (keysValues) // the pass decides, whatever a given config says (taken from either space)
+      config.set("ATOMIC_DQ", pass == BackwardPass::keys_values_adding_dq ? 1 : 0);
     markEvenBlocks(config, p.n_q, p.n_kv);
     if (keysValues) // dK/dV reads Q and dO through block pointers, dQ K and V
       blockPointersWhereTheTmaCopies(config, {&q, &dout});

@@ -98,7 +98,8 @@ template <typename T> Kernel dqFromAccum() {
 /// With EVEN_BLOCKS (the host's: the lengths are whole blocks), no key bound in the mask.
 /// With ATOMIC_DQ, also each query block's share of dQ (dS K, unscaled), added into the f32
 /// workspace dq_accum: one pass over the scores instead of two, but the order of the
-/// additions varies from run to run (not bitwise repeatable).
+/// additions varies from run to run (not bitwise repeatable). With QUERIES_IN_ROWS, the scores
+/// are [queries, keys] (accumulateKeysValues).
 template <typename T> Kernel keysAndValues() {
   return kernel("attention_bwd_dkdv", [](Ptr<T> q, Ptr<T> k, Ptr<T> v, Ptr<T> dout, Ptr<f32> lse, Ptr<f32> delta,
                                          Ptr<T> dk, Ptr<T> dv, Int n_q, Int n_kv, Int heads_q, Int group,
@@ -111,6 +112,7 @@ template <typename T> Kernel keysAndValues() {
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const bool atomic_dq = cfg.get("ATOMIC_DQ", 0) != 0;
+    const bool queries_in_rows = cfg.get("QUERIES_IN_ROWS", 0) != 0;
     const bool even = cfg.get("EVEN_BLOCKS", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch_head = program_id(1);
@@ -162,14 +164,18 @@ template <typename T> Kernel keysAndValues() {
         // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
         // lse = -inf and P = 0. Keys past n_kv matter only to dQ's share: their dK and dV rows
         // are not stored.
-        const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked, expand_dims(rows, 0),
-                                                         expand_dims(cols, 1), n_kv, diagonal);
+        const int64_t keys_axis = queries_in_rows ? 1 : 0;
+        const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked,
+                                                         expand_dims(rows, keys_axis), expand_dims(cols, 1 - keys_axis),
+                                                         n_kv, diagonal);
         std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
-        accumulateKeysValues(k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
-                             [&](const Tile &ds_t) {
-                               if (atomic_dq)
-                                 dq_share = dot(trans(ds_t), k_tile);
-                             });
+        accumulateKeysValues(
+            k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
+            [&](const Tile &ds) {
+              if (atomic_dq)
+                dq_share = dot(queries_in_rows ? ds : trans(ds), k_tile);
+            },
+            queries_in_rows);
         if (dq_share) // whole rows of the workspace: rows past n_q add zeros (dS is 0 there)
           bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d, *dq_share, dqAccumOrder(d));
         Tile next = start + bm, wrap = next >= end;

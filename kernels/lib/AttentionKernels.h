@@ -145,34 +145,44 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 }
 
 /// FlashAttention-2's backward steps, shared by the dense and block-sparse kernels, with the
-/// saved LSE in log2 units; `visible` [keys, queries] (transposed) drops out-of-bounds and
-/// masked pairs (none: every pair counts). One query block's share of a key block's dV and dK
-/// (without the final scale). `read_rows` reads the query block's statistics; it is called
-/// once the block's products are issued, so that rows read from a pipeline stage
-/// (loadRowStatistic's block pointers) take no registers while they are. `with_ds` gets dS^T in q's dtype before dK's product is issued (so
-/// that dQ's share, dS K, issued there, overlaps it).
+/// saved LSE in log2 units. One query block's share of a key block's dV and dK (without the
+/// final scale). The scores are [keys, queries] (transposed), or with `queries_in_rows`
+/// [queries, keys] as FlashAttention-3 keeps them: each thread then holds the statistics of 2
+/// rows, not of 16 columns, and dQ's share (dS K) takes dS from registers, while dV's and dK's
+/// products read P^T and dS^T through shared memory. `visible`, in the scores' orientation,
+/// drops out-of-bounds and masked pairs (none: every pair counts). `read_rows` reads the query
+/// block's statistics; it is called once the block's products are issued, so that rows read
+/// from a pipeline stage (loadRowStatistic's block pointers) take no registers while they are.
+/// `with_ds` gets dS in q's dtype, in the scores' orientation, before dK's product is issued
+/// (so that dQ's share, issued there, overlaps it).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
                                  const std::function<RowStatistics()> &read_rows,
                                  const std::optional<dsl::Tile> &visible,
                                  const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc,
-                                 const std::function<void(const dsl::Tile &)> &with_ds = {}) {
+                                 const std::function<void(const dsl::Tile &)> &with_ds = {},
+                                 bool queries_in_rows = false) {
   using namespace tessera::dsl;
-  // Both products of the block first: on Hopper (async wgmma) P^T is computed while dP^T runs,
-  // and dS^T while dV's product runs.
-  Tile s_t = dot(k, trans(q));
-  Tile dp_t = dot(v, trans(dout));
+  auto scores = [&](const Tile &keys_side, const Tile &queries_side) {
+    return queries_in_rows ? dot(queries_side, trans(keys_side)) : dot(keys_side, trans(queries_side));
+  };
+  auto keys_first = [&](const Tile &t) { return queries_in_rows ? trans(t) : t; };
+  const int64_t keys_axis = queries_in_rows ? 1 : 0; // a query's statistic broadcasts along it
+  // Both products of the block first: on Hopper (async wgmma) P is computed while dP runs, and
+  // dS while dV's product runs.
+  Tile s = scores(k, q);
+  Tile dp = scores(v, dout);
   const auto [row_lse, row_delta] = read_rows();
-  Tile p_t = score.exp2_shifted(s_t, expand_dims(row_lse, 0));
+  Tile p = score.exp2_shifted(s, expand_dims(row_lse, keys_axis));
   if (visible)
-    p_t = where(*visible, p_t, 0.0);
-  dv_acc = dot(p_t.to(q.dtype()), dout, dv_acc);
-  Tile ds_t = p_t * (dp_t - expand_dims(row_delta, 0));
+    p = where(*visible, p, 0.0);
+  dv_acc = dot(keys_first(p.to(q.dtype())), dout, dv_acc);
+  Tile ds = p * (dp - expand_dims(row_delta, keys_axis));
   if (score.slope)
-    ds_t = ds_t * score.slope(s_t);
-  Tile ds_t16 = ds_t.to(q.dtype());
+    ds = ds * score.slope(s);
+  Tile ds16 = ds.to(q.dtype());
   if (with_ds)
-    with_ds(ds_t16);
-  dk_acc = dot(ds_t16, q, dk_acc);
+    with_ds(ds16);
+  dk_acc = dot(keys_first(ds16), q, dk_acc);
 }
 
 /// One key block's share of a query block's dQ (without the final scale).

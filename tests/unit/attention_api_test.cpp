@@ -286,14 +286,17 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
     if (c.knob && !options.config && config.get(c.knob, 0))
       options.config = config;
-  ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
   for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::queries))
     if (c.knob && !options.queries_config && config.get(c.knob, 0))
       options.queries_config = config; // dQ's K and V through block pointers too
-  for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::keys_values))
-    if (c.knob && !options.keys_values_config && config.get(c.knob, 0))
-      options.keys_values_config = config; // and dK/dV's Q and dO
+  // dK/dV's config from its pass's space, else from the other dK/dV space (the pass sets ATOMIC_DQ).
+  for (BackwardPass pass : {c.atomic_dq ? BackwardPass::keys_values_adding_dq : BackwardPass::keys_values,
+                            BackwardPass::keys_values_adding_dq})
+    for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, pass))
+      if (c.knob && !options.keys_values_config && config.get(c.knob, 0))
+        options.keys_values_config = config; // and dK/dV's Q and dO
+  ASSERT_EQ(c.knob != nullptr, options.config || options.keys_values_config) << c;
   options.deterministic = !c.atomic_dq;
   Buffer dq = make(c.n_q, c.heads_q), dk = make(c.n_kv, c.heads_kv), dv = make(c.n_kv, c.heads_kv);
   attention_backward(q.view, k.view, v.view, o.view, lse_view, dout.view, dq.view, dk.view, dv.view, options);
@@ -371,7 +374,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 70, 45, 6, 2, 128, false, false, DType::bf16, "BLOCK_POINTERS"},
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, nullptr, true}, // 40 rows see no key
                       Case{2, 33, 50, 4, 2, 64, false, true, DType::bf16, nullptr, true},  // GQA, BHSD
-                      Case{1, 70, 45, 6, 2, 128, false, false, DType::f16, "BLOCK_POINTERS", true}));
+                      Case{1, 70, 45, 6, 2, 128, false, false, DType::f16, "BLOCK_POINTERS", true},
+                      // scores [queries, keys]: ragged, causal with rows that see no key, GQA
+                      Case{1, 70, 45, 6, 2, 128, false, false, DType::f16, "QUERIES_IN_ROWS", true},
+                      Case{1, 70, 30, 1, 1, 128, true, true, DType::bf16, "QUERIES_IN_ROWS", true},
+                      // the same config in the deterministic pass: it adds no dQ
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "QUERIES_IN_ROWS"}));
 
 class AttentionBackwardErrors : public Interpreted<> {};
 

@@ -53,8 +53,9 @@ struct TileAllocateSharedMemoryPass
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp func) {
       Builder b(func.getContext());
-      // Pipeline rings, 1024-byte aligned (the period of the 128-byte swizzle, which wgmma's
-      // operand descriptors and the TMA assume), first fit: rings whose spans do not overlap
+      // Pipeline rings of tiles 1024-byte aligned (the period of the 128-byte swizzle, which
+      // wgmma's operand descriptors and the TMA assume), of rows (a row statistic's stages:
+      // unswizzled TMA copies) 128-byte, of mbarriers 8-byte; first fit: rings whose spans do not overlap
       // share memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next
       // loop's copies cannot land under a warp still reading the previous ring). Rings of
       // mbarriers live as long as the kernel: their memory is never repurposed (which would
@@ -68,7 +69,9 @@ struct TileAllocateSharedMemoryPass
       func.walk([&](SharedAllocOp alloc) {
         auto type = alloc.getType();
         auto tile = type.getTileType();
-        int64_t bytes = llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), 1024);
+        const int64_t align = isBarrierRing(type) ? 8 : tile.getRank() == 1 ? 128 : 1024;
+        int64_t bytes =
+            llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), align);
         auto [first, last] = liveSpan(alloc, at);
         // mbarriers are never reused; nor, in a warp-specialized kernel, the rings its TMA
         // loads fill: its producer fills a ring ahead of the consumers, past where they
@@ -84,7 +87,7 @@ struct TileAllocateSharedMemoryPass
         int64_t offset = 0;
         for (auto [lo, hi] : taken)
           if (offset + bytes > lo)
-            offset = std::max(offset, hi);
+            offset = std::max<int64_t>(offset, llvm::alignTo(hi, align));
         placed.push_back({first, last, offset, bytes});
         alloc->setAttr("tile.smem_offset", b.getI64IntegerAttr(offset));
         rings = std::max(rings, offset + bytes);
@@ -92,20 +95,22 @@ struct TileAllocateSharedMemoryPass
       // Bulk adds' staging, one each, never reused (the copy engine reads it after the op).
       func.walk([&](BulkAddOp add) {
         if (int64_t bytes = bulkAddStagingBytes(add)) {
+          rings = llvm::alignTo(rings, 128);
           add->setAttr("tile.smem_offset", b.getI64IntegerAttr(rings));
-          rings += llvm::alignTo(bytes, 128);
+          rings += bytes;
         }
       });
       // Scratch lives only while its op runs: every op's starts right after the rings.
+      const int64_t scratchAt = int64_t(llvm::alignTo(rings, 128));
       int64_t scratch = 0;
       func.walk([&](Operation *op) {
         int64_t bytes = scratchBytes(op);
         if (bytes == 0)
           return;
-        op->setAttr("tile.smem_offset", b.getI64IntegerAttr(rings));
+        op->setAttr("tile.smem_offset", b.getI64IntegerAttr(scratchAt));
         scratch = std::max(scratch, bytes);
       });
-      func->setAttr(kSharedMemoryAttrName, b.getI64IntegerAttr(rings + scratch));
+      func->setAttr(kSharedMemoryAttrName, b.getI64IntegerAttr(scratch ? scratchAt + scratch : rings));
     });
   }
 };

@@ -149,3 +149,30 @@ func.func @bulk_add_alternating(%p: !tile.ptr<f32>, %v: tensor<32x16xf32, #b>, %
   }
   return
 }
+
+// -----
+
+// Only rings of 2-D tiles need the swizzle's 1024-byte alignment: a ring of rows (1-D, a row
+// statistic's unswizzled TMA copies) is 128-byte aligned, a ring of mbarriers 8-byte, so both
+// pack into the first KB here.
+// CHECK-LABEL: func.func @alignments
+// CHECK-SAME: tile.shared_memory = 9216 : i64
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64xf32>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 512 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 640 : i64} : !tile.shared<1 x tensor<32xf32>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<1 x tensor<64x64xf16>>
+func.func @alignments(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %rows = tile.shared_alloc : !tile.shared<2 x tensor<64xf32>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  %more = tile.shared_alloc : !tile.shared<1 x tensor<32xf32>>
+  %tile = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %r = tile.shared_load %rows[%c0] : !tile.shared<2 x tensor<64xf32>> -> tensor<64xf32>
+    tile.wait_barrier %bars[%c0], %c0 : !tile.shared<2 x tensor<1xi64>>
+    %m = tile.shared_load %more[%c0] : !tile.shared<1 x tensor<32xf32>> -> tensor<32xf32>
+    %t = tile.shared_load %tile[%c0] : !tile.shared<1 x tensor<64x64xf16>> -> tensor<64x64xf16>
+  }
+  return
+}
