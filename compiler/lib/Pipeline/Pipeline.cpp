@@ -173,8 +173,8 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   CompiledKernel result;
   result.name = name;
   // Tile ops to layouts and shared memory. Stages of their own for loads outside loops take
-  // shared memory beside the rings: where the kernel would then not fit, it is lowered
-  // again without them.
+  // shared memory beside the rings: where the kernel got one and would then not fit, it is
+  // lowered again without them.
   mlir::OwningOpRef<mlir::ModuleOp> module;
   for (bool stageOutsideLoops : {true, false}) {
     module = mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
@@ -205,12 +205,14 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
       pm.addPass(createTileSpecializeWarps());
     });
     dump("layouts.mlir", *module);
+    bool staged = false;
     module->walk([&](mlir::func::FuncOp func) {
       if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
         result.shared_memory = bytes.getInt();
       result.num_warps += tile::producerWarpsOf(func);
+      staged |= func->hasAttr(tile::kStagedOutsideLoopsAttrName);
     });
-    if (result.shared_memory <= target.max_shared_memory)
+    if (result.shared_memory <= target.max_shared_memory || !staged)
       break;
   }
   result.tensor_maps = tensorMaps(*module);

@@ -646,6 +646,7 @@ private:
     if (operand != load.getOperation())
       operand->erase();
     load.erase();
+    func->setAttr(kStagedOutsideLoopsAttrName, b.getUnitAttr());
   }
 
   /// Whether `value` can be computed before `top` (which holds it or is defined after it).

@@ -625,9 +625,12 @@ func.func @tma_rows(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %lse: !ti
 // and an mbarrier of its own: its TMA load goes before the branch, shares the loop's map, and
 // is issued only where the branch runs (its address computed there, the branch's condition
 // its `active`); the branch waits for the phase and reads the stage. A load whose address
-// needs a division that could trap there (by a run-time value) stays a block load.
+// needs a division that could trap there (by a run-time value) stays a block load. The
+// function is marked, so that compile() can lower it again without the stage where it would
+// not fit.
 // CHECK-LABEL: func.func @tma_after_loops
 // CHECK-SAME: %[[MAPV:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 64, 64>
+// CHECK-SAME: tile.staged_outside_loops
 // CHECK-NOT: !tile.tensor_map
 // CHECK: %[[STAGE:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
 // CHECK-NEXT: %[[BAR:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<1xi64>>

@@ -34,8 +34,9 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     tile only feeds dots outside loops (attention's last deferred P @ V) is copied by the TMA
     into a stage and an mbarrier of its own, issued before the branches around it where they
     would run it; the producer then issues it after its loops' last fill, and it lands while
-    the consumers still compute (its own shared memory: the compiler drops it where the
-    kernel would not fit otherwise).
+    the consumers still compute (its own shared memory: the function is marked
+    `tile.staged_outside_loops`, and the compiler drops the stage where the kernel would not
+    fit otherwise).
   }];
   let options = [
     Option<"stageOutsideLoops", "stage-outside-loops", "bool", /*default=*/"true",

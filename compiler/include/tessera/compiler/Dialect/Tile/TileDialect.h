@@ -76,6 +76,9 @@ inline constexpr llvm::StringLiteral kTensorMapAttrName = "tile.tensor_map";
 /// tile-specialize-warps, the number of producer warps the kernel runs beyond tile.num_warps.
 inline constexpr llvm::StringLiteral kWarpSpecializeAttrName = "tile.warp_specialize";
 inline constexpr llvm::StringLiteral kProducerWarpsAttrName = "tile.producer_warps";
+/// Function attribute: tile-pipeline-loops gave a load outside loops a stage of its own
+/// (stage-outside-loops), shared memory the kernel could do without.
+inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_outside_loops";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
