@@ -161,9 +161,9 @@ template <typename T> Kernel keysAndValues() {
         auto read_rows = [&] {
           return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
         };
-        // Scores and probabilities transposed, [keys, queries]; rows with no key at all have
-        // lse = -inf and P = 0. Keys past n_kv matter only to dQ's share: their dK and dV rows
-        // are not stored.
+        // Scores and probabilities [keys, queries], or with QUERIES_IN_ROWS [queries, keys];
+        // rows with no key at all have lse = -inf and P = 0. Keys past n_kv matter only to dQ's
+        // share: their dK and dV rows are not stored.
         const int64_t keys_axis = queries_in_rows ? 1 : 0;
         const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked,
                                                          expand_dims(rows, keys_axis), expand_dims(cols, 1 - keys_axis),

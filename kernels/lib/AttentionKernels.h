@@ -148,11 +148,12 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 /// saved LSE in log2 units. One query block's share of a key block's dV and dK (without the
 /// final scale). The scores are [keys, queries] (transposed), or with `queries_in_rows`
 /// [queries, keys] as FlashAttention-3 keeps them: each thread then holds the statistics of 2
-/// rows, not of 16 columns, and dQ's share (dS K) takes dS from registers, while dV's and dK's
-/// products read P^T and dS^T through shared memory. `visible`, in the scores' orientation,
-/// drops out-of-bounds and masked pairs (none: every pair counts). `read_rows` reads the query
-/// block's statistics; it is called once the block's products are issued, so that rows read
-/// from a pipeline stage (loadRowStatistic's block pointers) take no registers while they are.
+/// rows, not of 16 columns, and dV's and dK's products read P^T and dS^T through shared memory
+/// (as dQ's share, dS K, reads dS wherever its keys span warpgroups). `visible`, in the
+/// scores' orientation, drops out-of-bounds and masked pairs (none: every pair counts).
+/// `read_rows` reads the query block's statistics; it is called once the block's products are
+/// issued, so that rows read from a pipeline stage (loadRowStatistic's block pointers) take no
+/// registers while they are.
 /// `with_ds` gets dS in q's dtype, in the scores' orientation, before dK's product is issued
 /// (so that dQ's share, issued there, overlaps it).
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
