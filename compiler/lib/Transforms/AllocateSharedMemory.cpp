@@ -55,11 +55,11 @@ struct TileAllocateSharedMemoryPass
       Builder b(func.getContext());
       // Pipeline rings of tiles 1024-byte aligned (the period of the 128-byte swizzle, which
       // wgmma's operand descriptors and the TMA assume), of rows (a row statistic's stages:
-      // unswizzled TMA copies) 128-byte, of mbarriers 8-byte; first fit: rings whose spans do not overlap
-      // share memory (the pipeliner ends every loop with async_wait 0, a barrier, so the next
-      // loop's copies cannot land under a warp still reading the previous ring). Rings of
-      // mbarriers live as long as the kernel: their memory is never repurposed (which would
-      // need mbarrier.inval first).
+      // unswizzled TMA copies) 128-byte, of mbarriers 8-byte; first fit: rings whose spans do
+      // not overlap share memory (the pipeliner ends every loop with async_wait 0, a barrier,
+      // so the next loop's copies cannot land under a warp still reading the previous ring).
+      // Rings of mbarriers live as long as the kernel: their memory is never repurposed (which
+      // would need mbarrier.inval first).
       Positions at(func);
       struct Placed {
         int64_t first, last, offset, bytes;

@@ -115,14 +115,16 @@ def TileStageDotOperands : Pass<"tile-stage-dot-operands", "mlir::ModuleOp"> {
 def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::ModuleOp"> {
   let summary = "Place every op's shared-memory scratch in the kernel's one shared buffer";
   let description = [{
-    Pipeline rings (`tile.shared_alloc`) are placed first fit, 1024-byte aligned: rings in use
-    at the same time (from the first use to the end of the loop around the last) get disjoint
-    ranges, rings of sequential loops share memory (each pipelined loop ends with an
-    async_wait 0 and a barrier); rings of mbarriers are never shared, nor, in a
-    warp-specialized kernel, rings the TMA fills (its producer runs ahead of the consumers). Layout conversions,
-    cross-warp reductions and the CUDA-core dot use shared memory only while they run
-    (barriers before and after), so their scratch overlaps right after the rings; each such op gets `tile.smem_offset`, the kernel
-    `tile.shared_memory` (bytes).
+    Pipeline rings (`tile.shared_alloc`) are placed first fit, aligned by what reads them:
+    rings of 2-D tiles to 1024 bytes (the 128-byte swizzle's period), of rows (1-D) to 128,
+    of mbarriers to 8. Rings in use at the same time (from the first use to the end of the
+    loop around the last) get disjoint ranges, rings of sequential loops share memory (each
+    pipelined loop ends with an async_wait 0 and a barrier); rings of mbarriers are never
+    shared, nor, in a warp-specialized kernel, rings the TMA fills (its producer runs ahead of
+    the consumers). Layout conversions, cross-warp reductions and the CUDA-core dot use shared
+    memory only while they run (barriers before and after), so their scratch overlaps right
+    after the rings; each such op gets `tile.smem_offset`, the kernel `tile.shared_memory`
+    (bytes).
   }];
 }
 
