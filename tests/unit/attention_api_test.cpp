@@ -229,6 +229,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   expectError("PERSISTENT must be 0 or 1");
   options.config->set("PERSISTENT", 1);
   expectError("PERSISTENT is only for block-sparse attention's forward");
+  options.config->set("PERSISTENT", 0);
+  options.config->set("QUERIES_IN_ROWS", 2);
+  expectError("QUERIES_IN_ROWS must be 0 or 1");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
