@@ -651,7 +651,8 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 /// the deterministic dK/dV pass reads Q and dO through the TMA too; causal 4.31 vs 4.08); not
 /// at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93; with FA3's shape in the space too, 8.11
 /// vs 7.10, causal 4.48 vs 4.00: its dQ product [64, 64] falls back to mma.sync), nor on
-/// mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
+/// mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs
+/// any config).
 bool addingDqPays(int64_t padded, bool causal, const TensorView &q, const TensorView &dout) {
   return interpreter::enabled() || (padded == 128 && !causal && tmaCopies({&q, &dout}));
 }
@@ -706,13 +707,14 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
     dsl::Config config = given                    ? *given
                          : interpreter::enabled() ? attention_backward_configs(padded, options.causal, pass).front()
                                                   : tunerFor(pass, q.dtype, padded, options.causal).config_for(grid, args);
-    if (keysValues) // the pass decides, whatever a given config says (taken from either space)
-      config.set("ATOMIC_DQ", pass == BackwardPass::keys_values_adding_dq ? 1 : 0);
     markEvenBlocks(config, p.n_q, p.n_kv);
-    if (keysValues) // dK/dV reads Q and dO through block pointers, dQ K and V
-      blockPointersWhereTheTmaCopies(config, {&q, &dout});
-    else
-      blockPointersWhereTheTmaCopies(config, {&k, &v});
+    if (keysValues) {
+      // The pass decides whether dQ is added, whatever a given config (from either space) says.
+      config.set("ATOMIC_DQ", pass == BackwardPass::keys_values_adding_dq ? 1 : 0);
+      blockPointersWhereTheTmaCopies(config, {&q, &dout}); // dK/dV reads Q and dO through them
+    } else {
+      blockPointersWhereTheTmaCopies(config, {&k, &v}); // dQ K and V
+    }
     kernel.launch_args(stream, grid(config), config, args.data(), args.size());
   };
   const std::vector<dsl::LaunchArg> strides{q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),

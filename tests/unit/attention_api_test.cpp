@@ -293,7 +293,8 @@ TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, BackwardPass::queries))
     if (c.knob && !options.queries_config && config.get(c.knob, 0))
       options.queries_config = config; // dQ's K and V through block pointers too
-  // dK/dV's config from its pass's space, else from the other dK/dV space (the pass sets ATOMIC_DQ).
+  // dK/dV's config from its pass's space, else from the other dK/dV space (the pass sets
+  // ATOMIC_DQ).
   for (BackwardPass pass : {c.atomic_dq ? BackwardPass::keys_values_adding_dq : BackwardPass::keys_values,
                             BackwardPass::keys_values_adding_dq})
     for (const dsl::Config &config : attention_backward_configs(c.d, c.causal, pass))

@@ -151,24 +151,24 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
   let description = [{
     For kernels with `tile.warp_specialize` whose pipelined rings are filled by the TMA: the
     kernel runs one more warpgroup (`tile.producer_warps`), and its body becomes
-    `scf.if tile.in_producer_warps`. The producer runs the TMA loads (in the same loops, at
-    any depth, carrying only the index math the loads need, cloned from the consumers'), each
-    fill f first waiting, where active, for its stage's "empty" mbarrier to complete the
-    consumers' release of fill f - stages (a fill numbered by a constant below the stages, the
-    prologue's or a one-shot stage's, has none to wait for); the consumers (the kernel's num_warps warps, laid
-    out as before) run the rest, and where a loop refilled a stage each of their warps now
-    arrives on that stage's empty barrier instead, in every iteration (the releases of a
-    loop's last iterations let the next loop's, or the next tile's, first fills go), so the
-    CTA barriers that protected refills go (`sync` of stage waits, `barrier` of dot waits);
-    every other CTA barrier of theirs becomes a named barrier over the consumers alone
-    (lowering). All barriers are initialized before the split; new ones are placed after the
-    kernel's shared memory (tile-allocate-shared-memory never lets its rings share memory).
-    With 8 or more consumer warps the producer gives registers back (setmaxnreg) and the
-    consumers take them. cp.async copies stay with the consumers: their rings' refills wait
-    behind the consumers' named barrier (a persistent kernel's Q, one stage per tile). A kernel
-    whose TMA loads sit in anything but loops, whose rings are initialized elsewhere than in its
-    body, or whose loads need anything but scalar index math (block indices read from memory
-    the kernel never writes count as such), is an error.
+    `scf.if tile.in_producer_warps`. The producer runs the TMA loads (in the same loops, at any
+    depth, carrying only the index math the loads need, cloned from the consumers'), each fill f
+    first waiting, where active, for its stage's "empty" mbarrier to complete the consumers'
+    release of fill f - stages (a fill numbered by a constant below the stages, the prologue's
+    or a one-shot stage's, has none to wait for); the consumers (the kernel's num_warps warps,
+    laid out as before) run the rest, and where a loop refilled a stage each of their warps now
+    arrives on that stage's empty barrier instead, in every iteration (the releases of a loop's
+    last iterations let the next loop's, or the next tile's, first fills go), so the CTA
+    barriers that protected refills go (`sync` of stage waits, `barrier` of dot waits); every
+    other CTA barrier of theirs becomes a named barrier over the consumers alone (lowering). All
+    barriers are initialized before the split; new ones are placed after the kernel's shared
+    memory (tile-allocate-shared-memory never lets its rings share memory). With 8 or more
+    consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
+    cp.async copies stay with the consumers: their rings' refills wait behind the consumers'
+    named barrier (a persistent kernel's Q, one stage per tile). A kernel whose TMA loads sit in
+    anything but loops, whose rings are initialized elsewhere than in its body, or whose loads
+    need anything but scalar index math (block indices read from memory the kernel never writes
+    count as such), is an error.
   }];
 }
 
