@@ -202,6 +202,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
       pm.addPass(createTileStageDotOperands()); // e.g. dS for dQ's wgmma, read from shared memory
       pm.addPass(createTileAllocateSharedMemory());
       pm.addPass(createTileAsyncDots());
+      pm.addPass(createTileScopeStageBarriers());
       pm.addPass(createTileSpecializeWarps());
     });
     dump("layouts.mlir", *module);

@@ -294,6 +294,41 @@ func.func @staged_a(%p: tensor<64x128xf16, #s>, %acc: tensor<128x128xf32, #kv>, 
 
 // -----
 
+#s = #tile.mma<warpsPerCTA = [4, 2]>
+#kv = #tile.mma<warpsPerCTA = [8, 1]>
+
+// The same store scoped by tile-scope-stage-barriers: no barrier before it (readers_synced),
+// and after it one of the storing warpgroup's 128 threads, named 2 + tid.x / 128
+// (warpgroup_local).
+// CHECK-LABEL: llvm.func @staged_a_scoped
+// CHECK-NOT: nvvm.barrier
+// CHECK-COUNT-4: stmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK: fence.proxy.async.shared::cta
+// CHECK-NEXT: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+// CHECK-NEXT: %[[TWO:.*]] = llvm.mlir.constant(2 : i32)
+// CHECK-NEXT: %[[SEVEN:.*]] = llvm.mlir.constant(7 : i32)
+// CHECK-NEXT: %[[WG:.*]] = llvm.lshr %[[TID]], %[[SEVEN]]
+// CHECK-NEXT: %[[ID:.*]] = llvm.add %[[WG]], %[[TWO]]
+// CHECK-NEXT: %[[THREADS:.*]] = llvm.mlir.constant(128 : i32)
+// CHECK-NEXT: nvvm.barrier id = %[[ID]] number_of_threads = %[[THREADS]]
+// CHECK-NOT: nvvm.barrier
+// CHECK: wgmma.mma_async
+func.func @staged_a_scoped(%p: tensor<64x128xf16, #s>, %acc: tensor<128x128xf32, #kv>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.shared_memory = 49152 : i64} {
+  %ps = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<64x128xf16>>
+  %dos = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %c0 = arith.constant 0 : i32
+  tile.shared_store %p, %ps[%c0] {readers_synced, warpgroup_local} : tensor<64x128xf16, #s>, !tile.shared<1 x tensor<64x128xf16>>
+  %pt = tile.shared_load %ps[%c0] {transposed} : !tile.shared<1 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>>
+  %dout = tile.shared_load %dos[%slot] : !tile.shared<2 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>>
+  %d = tile.dot %pt, %dout, %acc : tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>> * tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #kv>> -> tensor<128x128xf32, #kv>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<128x128x!tile.ptr<f32>, #kv>
+  tile.store %os, %d : tensor<128x128x!tile.ptr<f32>, #kv>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Float atomic max: non-negative values as a signed-integer max, negative ones as an

@@ -292,8 +292,10 @@ void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType 
 
 /// A tile from registers into a stage, laid out as the rings' stages are. The barrier before
 /// it: every warp is done reading the stage's previous contents (async dots that read it were
-/// waited for before the store); after it, the fence hands the stores to the tensor cores'
-/// (async) proxy and the barrier makes all of them visible.
+/// waited for before the store), unless an earlier one already saw to it (readers_synced);
+/// after it, the fence hands the stores to the tensor cores' (async) proxy and the barrier
+/// makes all of them visible, to the storing warpgroup alone where only it reads them back
+/// (warpgroup_local).
 struct SharedStoreLowering : ConvertOpToLLVMPattern<SharedStoreOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(SharedStoreOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter) const override {
@@ -301,14 +303,16 @@ struct SharedStoreLowering : ConvertOpToLLVMPattern<SharedStoreOp> {
     auto type = cast<RankedTensorType>(op.getValue().getType());
     Value stage = sharedStage(rewriter, loc, adaptor.getBuffer(), adaptor.getSlot(), op.getBuffer().getType());
     Values registers = unpack(rewriter, loc, adaptor.getValue());
-    barrier(rewriter, loc);
+    auto sync = [&] { op.getWarpgroupLocal() ? warpgroupBarrier(rewriter, loc) : barrier(rewriter, loc); };
+    if (!op.getReadersSynced())
+      sync();
     if (storesWithStmatrix(type))
       storeWithStmatrix(rewriter, loc, stage, type, registers);
     else
       storeTileToShared(rewriter, loc, stage, toLinearLayout(type.getEncoding(), type.getShape()), registers,
                         registerType(getTypeConverter(), type), /*swizzle=*/true);
     ptx(rewriter, loc, Type(), "fence.proxy.async.shared::cta;", "", {}, true);
-    barrier(rewriter, loc);
+    sync();
     rewriter.eraseOp(op);
     return success();
   }

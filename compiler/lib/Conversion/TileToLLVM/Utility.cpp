@@ -124,6 +124,12 @@ void barrier(OpBuilder &b, Location loc) {
                           {}, Value{});
 }
 
+void warpgroupBarrier(OpBuilder &b, Location loc) {
+  Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+  Value id = LLVM::AddOp::create(b, loc, LLVM::LShrOp::create(b, loc, tid, i32Constant(b, loc, 7)), i32Constant(b, loc, 2));
+  NVVM::BarrierOp::create(b, loc, mlir::TypeRange{}, id, i32Constant(b, loc, 128), {}, Value{});
+}
+
 Type storageType(Type element) {
   if (element.isInteger(1))
     return IntegerType::get(element.getContext(), 8);

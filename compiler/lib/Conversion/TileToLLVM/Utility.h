@@ -63,6 +63,9 @@ int64_t smemOffset(mlir::Operation *op);
 /// A barrier of the threads that run tile code: the CTA's, or a warp-specialized kernel's
 /// consumer warps'.
 void barrier(OpBuilder &b, Location loc);
+/// A barrier of the executing warpgroup's 4 warps only (named barrier 2 + its index; 0 and 1
+/// are the CTA's and the consumer warps').
+void warpgroupBarrier(OpBuilder &b, Location loc);
 
 /// A value of element type `element` as it is stored in memory (i1 as i8, pointers as i64) and
 /// back.

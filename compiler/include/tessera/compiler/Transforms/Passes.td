@@ -146,6 +146,23 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
   }];
 }
 
+def TileScopeStageBarriers : Pass<"tile-scope-stage-barriers", "mlir::ModuleOp"> {
+  let summary = "Drop or narrow the barriers around a loop's stores of stages from registers";
+  let description = [{
+    A `tile.shared_store` of tile-stage-dot-operands' kind (the only store of a stage of its
+    own memory, read in the same loop body) waits for all warps before and after. After it, a
+    warpgroup's own barrier is enough (`warpgroup_local`) where every load of the stage gives
+    each warpgroup only elements it stored itself, by the layouts (P^T for dV in the
+    backward, whose rows are the keys of the warpgroup that computed them). Before it, none
+    is needed (`readers_synced`) where each read of the previous contents is done (a load, or
+    the `tile.dot_wait` retiring the dot that reads it) and followed, before the store comes
+    round again, by a barrier at least as wide as the readers: the end of another store, a
+    staged `tile.bulk_add`, a `tile.dot_wait` with `barrier`. The backward pass adding dQ so
+    keeps 2 of its loop's 5 CTA-wide barriers (dS's after its store, the bulk add's) and one
+    per warpgroup.
+  }];
+}
+
 def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
   let summary = "Give a kernel's TMA loads to a producer warpgroup of their own (tile.warp_specialize)";
   let description = [{

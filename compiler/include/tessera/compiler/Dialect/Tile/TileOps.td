@@ -527,11 +527,15 @@ def Tile_SharedStoreOp : Tile_Op<"shared_store", [MemoryEffects<[MemWrite]>]> {
     (the consumer warps of a warp-specialized one) stores its part; the op waits for all of
     them before and after, so that readers of the previous contents are done first (async
     dots reading the stage are waited for before the next store: tile-async-dots) and readers
-    of the new contents, the tensor cores among them, see all of it.
+    of the new contents, the tensor cores among them, see all of it. tile-scope-stage-barriers
+    narrows this: with `readers_synced` no barrier before (an earlier one already follows
+    every read of the previous contents), with `warpgroup_local` each warpgroup waits for its
+    own warps only (it reads back only what it stored).
 
     Example: `tile.shared_store %ds, %buf[%slot] : tensor<128x64xf16, #mma>, !tile.shared<1 x tensor<128x64xf16>>`
   }];
-  let arguments = (ins Tile_Tile:$value, Tile_SharedBufferType:$buffer, I32:$slot);
+  let arguments = (ins Tile_Tile:$value, Tile_SharedBufferType:$buffer, I32:$slot, UnitAttr:$readers_synced,
+                       UnitAttr:$warpgroup_local);
   let assemblyFormat = "$value `,` $buffer `[` $slot `]` attr-dict `:` type($value) `,` qualified(type($buffer))";
   let hasVerifier = 1;
 }
