@@ -140,8 +140,8 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   EXPECT_EQ(specialized.num_warps, 12);
   EXPECT_EQ(specialized.tensor_maps.size(), 2u);
   EXPECT_THAT(specialized.ptx, ::testing::HasSubstr(".maxntid 384, 1, 1"));
-  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
-  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 24;"));
+  EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 240;"));
   EXPECT_THAT(specialized.ptx, ::testing::HasSubstr("bar.sync \t1, 256;"));
   EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
   EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
@@ -187,7 +187,7 @@ TEST(CompilerConfig, SharedAddressesTakeOneRegister) {
 
 // programs_per_sm: each program gets its share of an SM's 65536 registers; a producer
 // warpgroup beside 4 warps, 2 programs an SM, starts at 32768 / 256 threads and gives the
-// consumers all but 40 a thread of its own.
+// consumers all but 24 a thread of its own.
 TEST(CompilerConfig, ProgramsPerSmShareTheRegisterFile) {
   dsl::Kernel matmul = examples::matmul<dsl::f16>();
   dsl::Config config{{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 4},
@@ -195,8 +195,8 @@ TEST(CompilerConfig, ProgramsPerSmShareTheRegisterFile) {
   const dsl::Specialization aligned = alignedMatmul(matmul);
   std::string ptx = compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx;
   EXPECT_THAT(ptx, ::testing::HasSubstr(".maxnreg 128"));
-  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 40;"));
-  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 216;"));
+  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.dec.sync.aligned.u32 24;"));
+  EXPECT_THAT(ptx, ::testing::HasSubstr("setmaxnreg.inc.sync.aligned.u32 232;"));
   config.set("warp_specialize", 0); // 4 warps alone: 255 (the most a thread may have) either way
   EXPECT_THAT(compiler::compile(matmul.trace(config, aligned), compiler::Target{9, 0}).ptx,
               ::testing::HasSubstr(".maxnreg 255"));

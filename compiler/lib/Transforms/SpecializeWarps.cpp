@@ -23,7 +23,7 @@ using namespace tessera::tile;
 
 namespace {
 
-constexpr int kProducerRegisters = 40; // index math and TMA issue
+constexpr int kProducerRegisters = 24; // index math and TMA issue (FlashAttention-3's budget)
 
 bool holdsTile(Operation *op) {
   auto isTile = [](Type type) { return isa<RankedTensorType>(type); };
