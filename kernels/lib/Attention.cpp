@@ -647,14 +647,13 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 
 /// Whether adding dQ in the dK/dV pass beats the two passes, as measured on the H200 (f16,
 /// N = 8192, tuned, same run): at head dims padded to 128 with the TMA, where two consumer
-/// warpgroups run all five products on wgmma, without the causal mask (7.23 vs 7.31 ms since
-/// the deterministic dK/dV pass reads Q and dO through the TMA too; causal 4.31 vs 4.08); not
-/// at d = 64 (10.27 vs 8.99 ms, causal 5.43 vs 4.93; with FA3's shape in the space too, 8.11
-/// vs 7.10, causal 4.48 vs 4.00: its dQ product [64, 64] falls back to mma.sync), nor on
-/// mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs
-/// any config).
-bool addingDqPays(int64_t padded, bool causal, const TensorView &q, const TensorView &dout) {
-  return interpreter::enabled() || (padded == 128 && !causal && tmaCopies({&q, &dout}));
+/// warpgroups run all five products on wgmma (5.73 vs 6.51 ms; causal 3.22 vs 3.51 since its
+/// loop's stage barriers were scoped, 3.46 vs 3.45 before); not at d = 64 (8.11 vs 7.10 ms
+/// with FA3's shape in the space, causal 4.48 vs 4.00: its dQ product [64, 64] falls back to
+/// mma.sync), nor on mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it
+/// wherever allowed (it runs any config).
+bool addingDqPays(int64_t padded, const TensorView &q, const TensorView &dout) {
+  return interpreter::enabled() || (padded == 128 && tmaCopies({&q, &dout}));
 }
 
 /// delta = rowsum(dO * O) per query row, into a stream-ordered workspace; where given, the
@@ -694,7 +693,7 @@ void attention_backward(const TensorView &q, const TensorView &k, const TensorVi
   // Non-deterministic: dQ summed in f32 by the dK/dV pass's bulk adds, zeroed by the delta pass,
   // with a given dK/dV config, or where that beats the two passes (addingDqPays).
   const bool atomicDq = !options.deterministic && dq.numel() > 0 &&
-                        (options.keys_values_config || addingDqPays(padded, options.causal, q, dout));
+                        (options.keys_values_config || addingDqPays(padded, q, dout));
   jit::DeviceBuffer dqAccum;
   if (atomicDq)
     dqAccum = jit::DeviceBuffer(p.batch * p.heads_q * detail::dqAccumRowsOf(p.n_q) * padded * 4, stream);

@@ -216,7 +216,9 @@ template <typename T> Kernel queries() {
     Tile batch_head = program_id(1);
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
-    Tile rows = program_id(0) * bm + arange(0, bm);
+    // Causal: the heaviest (last) query blocks start first, as in the forward.
+    Tile query_block = causal ? num_programs(0) - 1 - program_id(0) : program_id(0);
+    Tile rows = query_block * bm + arange(0, bm);
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile row_ok = expand_dims(rows, 1) < n_q && dim_ok;
@@ -231,7 +233,7 @@ template <typename T> Kernel queries() {
     Tile diagonal = n_kv - n_q;
     Tile kv_end = n_kv;
     if (causal)
-      kv_end = maximum(minimum(n_kv, program_id(0) * bm + bm + diagonal), 0);
+      kv_end = maximum(minimum(n_kv, query_block * bm + bm + diagonal), 0);
     // With SPLIT_MASKED, the key blocks that every row of this program sees whole (within n_kv,
     // before the causal diagonal) go through a loop without a mask, the rest through a masked
     // one after it (as in the forward).
@@ -240,7 +242,7 @@ template <typename T> Kernel queries() {
     if (split) {
       full_end = n_kv / bn * bn;
       if (causal)
-        full_end = minimum(full_end, maximum((program_id(0) * bm + diagonal + 1) / bn * bn, 0));
+        full_end = minimum(full_end, maximum((query_block * bm + diagonal + 1) / bn * bn, 0));
     }
     Tile dq_acc = zeros({bm, d}, DType::f32);
     auto visit = [&](const Tile &begin, const Tile &end, bool masked) {
