@@ -497,7 +497,7 @@ def Tile_SetMaxRegistersOp : Tile_Op<"set_max_registers", [MemoryEffects<[MemWri
     Every warp of the warpgroup runs it. The producer warpgroup gives registers back to the
     pool; the consumer warpgroups take them, waiting until the pool has them.
 
-    Example: `tile.set_max_registers 40`, `tile.set_max_registers 232 {increase}`
+    Example: `tile.set_max_registers 24`, `tile.set_max_registers 240 {increase}`
   }];
   let arguments = (ins I32Attr:$count, UnitAttr:$increase);
   let assemblyFormat = "$count attr-dict";
