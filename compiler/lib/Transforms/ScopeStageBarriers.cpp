@@ -49,8 +49,8 @@ bool readsOwnWrites(SharedLoadOp load, ArrayRef<int64_t> shape, ArrayRef<uint32_
   return true;
 }
 
-/// The stage a shared_store writes, with its readers: the tile-stage-dot-operands kind (one
-/// store, loads beside it in the same loop body, memory of its own), else nothing.
+/// A stage that a shared_store writes and loads beside it in the same loop body read (the
+/// tile-stage-dot-operands kind: one store, memory of its own).
 struct Stage {
   SharedStoreOp store;
   SmallVector<SharedLoadOp> loads;
@@ -58,6 +58,8 @@ struct Stage {
   bool warpgroupLocal() const { return llvm::all_of(local, [](bool l) { return l; }); }
 };
 
+/// Whether another ring's memory overlaps `alloc`'s (or it has none yet): the barrier before a
+/// store into it may then also guard that ring's readers.
 bool sharesMemory(SharedAllocOp alloc) {
   auto bytesOf = [](SharedAllocOp a) {
     auto type = a.getType();
@@ -77,6 +79,8 @@ bool sharesMemory(SharedAllocOp alloc) {
       .wasInterrupted();
 }
 
+/// `store`'s stage, with which of its loads read only their warpgroup's writes; nothing where
+/// the stage is not of that kind.
 std::optional<Stage> stageOf(SharedStoreOp store) {
   auto alloc = store.getBuffer().getDefiningOp<SharedAllocOp>();
   Block *body = store->getBlock();
