@@ -54,8 +54,8 @@ func.func @adding_dq(%n: i32, %p: tensor<64x128xf16, #s>, %ds: tensor<64x128xf16
 // Without the bulk add nothing follows the retiring wait before P's store comes round: its
 // barrier before stays (each warpgroup's own). dS, which every warpgroup reads whole, keeps
 // its barrier of all warps before when only a warpgroup's barrier (P's) follows the wait
-// retiring its last reader. On 4 warps (one warpgroup), or where another
-// ring shares the stage's memory, the barriers stay as they are.
+// retiring its last reader. On 4 warps (one warpgroup), or where another ring shares the
+// stage's memory, the barriers stay as they are.
 // CHECK-LABEL: func.func @read_until_the_end
 // CHECK: tile.shared_store {{.*}} {warpgroup_local} :
 // CHECK-LABEL: func.func @whole_reads_need_all
