@@ -70,8 +70,7 @@ struct TileAllocateSharedMemoryPass
         auto type = alloc.getType();
         auto tile = type.getTileType();
         const int64_t align = isBarrierRing(type) ? 8 : tile.getRank() == 1 ? 128 : 1024;
-        int64_t bytes =
-            llvm::alignTo(type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType()), align);
+        int64_t bytes = llvm::alignTo(ringBytes(type), align);
         auto [first, last] = liveSpan(alloc, at);
         // mbarriers are never reused; nor, in a warp-specialized kernel, the rings its TMA
         // loads fill: its producer fills a ring ahead of the consumers, past where they

@@ -17,11 +17,6 @@ using namespace tessera::tile;
 
 namespace {
 
-bool isAsyncDot(Operation *op) {
-  auto dot = dyn_cast<DotOp>(op);
-  return dot && dot.getAsync();
-}
-
 /// Whether `op` has async dots or waits inside its regions: the groups in flight after it
 /// cannot be counted from its block.
 bool holdsAsyncWork(Operation *op) {

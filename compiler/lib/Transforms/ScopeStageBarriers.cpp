@@ -61,20 +61,16 @@ struct Stage {
 /// Whether another ring's memory overlaps `alloc`'s (or it has none yet): the barrier before a
 /// store into it may then also guard that ring's readers.
 bool sharesMemory(SharedAllocOp alloc) {
-  auto bytesOf = [](SharedAllocOp a) {
-    auto type = a.getType();
-    return type.getStages() * type.getTileType().getNumElements() * storageBytes(type.getTileType().getElementType());
-  };
   auto offsetOf = [](SharedAllocOp a) { return a->getAttrOfType<IntegerAttr>("tile.smem_offset"); };
   if (!offsetOf(alloc))
     return true;
-  int64_t lo = offsetOf(alloc).getInt(), hi = lo + bytesOf(alloc);
+  int64_t lo = offsetOf(alloc).getInt(), hi = lo + ringBytes(alloc.getType());
   return alloc->getParentOfType<func::FuncOp>()
       .walk([&](SharedAllocOp other) {
         if (other == alloc || !offsetOf(other))
           return WalkResult::advance();
         int64_t otherLo = offsetOf(other).getInt();
-        return otherLo < hi && lo < otherLo + bytesOf(other) ? WalkResult::interrupt() : WalkResult::advance();
+        return otherLo < hi && lo < otherLo + ringBytes(other.getType()) ? WalkResult::interrupt() : WalkResult::advance();
       })
       .wasInterrupted();
 }
@@ -112,11 +108,6 @@ std::optional<Stage> stageOf(SharedStoreOp store) {
 Operation *nextAround(Operation *op) {
   Operation *next = op->getNextNode();
   return next ? next : &op->getBlock()->front();
-}
-
-bool isAsyncDot(Operation *op) {
-  auto dot = dyn_cast<DotOp>(op);
-  return dot && dot.getAsync();
 }
 
 /// The barrier `op` ends with, as it lowers: none, one of each warpgroup's own warps, or one

@@ -117,6 +117,11 @@ int64_t storageBytes(Type elementType) {
   return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
 }
 
+int64_t ringBytes(SharedBufferType type) {
+  RankedTensorType tile = type.getTileType();
+  return type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType());
+}
+
 int64_t scratchBytes(Operation *op) {
   auto bytesOf = [](Type type) {
     auto tensor = cast<RankedTensorType>(type);
@@ -244,6 +249,11 @@ bool lowersToWarpgroupMma(DotOp op) {
   // start on a 64-column atom).
   auto a = stagedOperand(op.getA());
   return !a || describable(a->rows, a->cols, a->kMajor(false));
+}
+
+bool isAsyncDot(Operation *op) {
+  auto dot = dyn_cast<DotOp>(op);
+  return dot && dot.getAsync();
 }
 
 } // namespace tessera::tile

@@ -39,6 +39,8 @@ int64_t scratchBytes(mlir::Operation *op);
 
 /// Bytes one element of `type` occupies in memory (i1 as a byte, pointers as 8 bytes).
 int64_t storageBytes(mlir::Type elementType);
+/// Bytes of all the stages of a ring (before alignment).
+int64_t ringBytes(SharedBufferType type);
 
 /// Warps per program of the kernel containing `op` (tile.num_warps, default 4).
 int numWarpsOf(mlir::Operation *op);
@@ -85,6 +87,8 @@ bool describable(int64_t rows, int64_t cols, bool kMajor);
 /// Whether `dot` runs on Hopper's warpgroup MMA (wgmma.mma_async): an mma layout with 16 rows
 /// a warp in whole warpgroups, B (and A unless in registers) in stages wgmma can describe.
 bool lowersToWarpgroupMma(DotOp dot);
+/// Whether `op` is a dot issued asynchronously (tile-async-dots' wgmma).
+bool isAsyncDot(mlir::Operation *op);
 
 } // namespace tessera::tile
 
