@@ -310,8 +310,9 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
     // FA3's shape: 64 query rows, 128 keys on two consumer warpgroups beside the producer; dQ's
     // product [64, d] then runs on wgmma, its columns split between the warpgroups. Also with
     // the scores [queries, keys] as FA3 has them (QUERIES_IN_ROWS; H200, N = 8192, tuner's
-    // trials: 4.92 vs 5.32 ms once P^T's barriers span a warpgroup, causal 2.76 vs 2.78).
-    if (padded == 128)
+    // trials: 4.92 vs 5.32 ms once P^T's barriers span a warpgroup, causal 2.76 vs 2.78). At
+    // d = 64 each warpgroup's dQ columns lie within half a 128-byte swizzle atom of K's stage.
+    if (padded == 64 || padded == 128)
       for (int64_t queries_in_rows : {0, 1})
         configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                            {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
@@ -646,14 +647,13 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 }
 
 /// Whether adding dQ in the dK/dV pass beats the two passes, as measured on the H200 (f16,
-/// N = 8192, tuned, same run): at head dims padded to 128 with the TMA, where two consumer
-/// warpgroups run all five products on wgmma (5.73 vs 6.51 ms; causal 3.22 vs 3.51 since its
-/// loop's stage barriers were scoped, 3.46 vs 3.45 before); not at d = 64 (8.11 vs 7.10 ms
-/// with FA3's shape in the space, causal 4.48 vs 4.00: its dQ product [64, 64] falls back to
-/// mma.sync), nor on mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it
-/// wherever allowed (it runs any config).
+/// N = 8192, tuned, same run): at head dims padded to 64 or 128 with the TMA, where two
+/// consumer warpgroups run all five products on wgmma (d = 128: 5.14 vs 6.37 ms, causal 2.91
+/// vs 3.30; d = 64: 6.75 vs 7.42, causal 3.60 vs 3.75, since dQ's [64, 64] product runs on
+/// wgmma too: 8.11 vs 7.10 while it fell back to mma.sync), not on mma.sync alone (d = 128:
+/// 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
 bool addingDqPays(int64_t padded, const TensorView &q, const TensorView &dout) {
-  return interpreter::enabled() || (padded == 128 && tmaCopies({&q, &dout}));
+  return interpreter::enabled() || ((padded == 64 || padded == 128) && tmaCopies({&q, &dout}));
 }
 
 /// delta = rowsum(dO * O) per query row, into a stream-ordered workspace; where given, the

@@ -168,6 +168,18 @@ template <typename T> Kernel keysAndValues() {
         const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked,
                                                          expand_dims(rows, keys_axis), expand_dims(cols, 1 - keys_axis),
                                                          n_kv, diagonal);
+        // Adding dQ, one loop visits every block: the mask only where the diagonal crosses
+        // the block (its first row does not see the last key) or keys run past n_kv.
+        std::optional<Tile> mask_needed;
+        if (atomic_dq && visible) {
+          Tile last_key = program_id(0) * bn + (bn - 1);
+          if (causal && masked)
+            mask_needed = start + diagonal < last_key;
+          if (!even) {
+            Tile past_end = last_key >= n_kv;
+            mask_needed = mask_needed ? *mask_needed || past_end : past_end;
+          }
+        }
         std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
         accumulateKeysValues(
             k_tile, v_tile, q_tile, do_tile, read_rows, visible, scores, dk_acc, dv_acc,
@@ -175,7 +187,7 @@ template <typename T> Kernel keysAndValues() {
               if (atomic_dq)
                 dq_share = dot(queries_in_rows ? ds : trans(ds), k_tile);
             },
-            queries_in_rows);
+            queries_in_rows, mask_needed);
         if (dq_share) // whole rows of the workspace: rows past n_q add zeros (dS is 0 there)
           bulk_add(dqAccumHead(dq_accum, query_head, n_q, d) + start.to<i64>() * d, *dq_share, dqAccumOrder(d));
         Tile next = start + bm, wrap = next >= end;

@@ -155,13 +155,16 @@ inline ScoreTransform scaledScores(const dsl::Tile &qk_scale) {
 /// issued, so that rows read from a pipeline stage (loadRowStatistic's block pointers) take no
 /// registers while they are.
 /// `with_ds` gets dS in q's dtype, in the scores' orientation, before dK's product is issued
-/// (so that dQ's share, issued there, overlaps it).
+/// (so that dQ's share, issued there, overlaps it). Where `mask_needed` (a scalar) is given,
+/// `visible` is applied in a branch taken where it holds: blocks every pair of which counts
+/// skip the mask's compares and selects.
 inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const dsl::Tile &q, const dsl::Tile &dout,
                                  const std::function<RowStatistics()> &read_rows,
                                  const std::optional<dsl::Tile> &visible,
                                  const ScoreTransform &score, dsl::Tile &dk_acc, dsl::Tile &dv_acc,
                                  const std::function<void(const dsl::Tile &)> &with_ds = {},
-                                 bool queries_in_rows = false) {
+                                 bool queries_in_rows = false,
+                                 const std::optional<dsl::Tile> &mask_needed = std::nullopt) {
   using namespace tessera::dsl;
   auto scores = [&](const Tile &keys_side, const Tile &queries_side) {
     return queries_in_rows ? dot(queries_side, trans(keys_side)) : dot(keys_side, trans(queries_side));
@@ -174,7 +177,9 @@ inline void accumulateKeysValues(const dsl::Tile &k, const dsl::Tile &v, const d
   Tile dp = scores(v, dout);
   const auto [row_lse, row_delta] = read_rows();
   Tile p = score.exp2_shifted(s, expand_dims(row_lse, keys_axis));
-  if (visible)
+  if (visible && mask_needed)
+    if_(*mask_needed, {p}, [&] { p = where(*visible, p, 0.0); });
+  else if (visible)
     p = where(*visible, p, 0.0);
   dv_acc = dot(keys_first(p.to(q.dtype())), dout, dv_acc);
   Tile ds = p * (dp - expand_dims(row_delta, keys_axis));

@@ -174,7 +174,7 @@ def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
 
 def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd", deterministic=True):
     """dq, dk, dv of attention_forward for the output gradient dout. deterministic=False lets
-    the dk/dv pass add dq up where that is not slower (on Hopper at head dims 65-128: one pass
+    the dk/dv pass add dq up where that is not slower (on Hopper at head dims 33-128: one pass
     over the scores instead of two; dq's rounding may then vary from run to run)."""
     _check_layout(layout)
     q, k, v, o, lse, dout = (_as_array(x, n) for x, n in

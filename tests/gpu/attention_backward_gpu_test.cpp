@@ -133,8 +133,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BackwardCase{1, 257, 257, 3, 1, 96, true, DType::f16},   // MQA, padded d
                       BackwardCase{1, 1, 200, 2, 2, 32, false, DType::bf16},   // one query
                       BackwardCase{1, 130, 70, 1, 1, 256, false, DType::f16},
-                      // deterministic = false: dQ added in the dK/dV pass where that pays (padded
-                      // d = 128, not causal: ragged MQA, GQA), two passes elsewhere
+                      // deterministic = false: dQ added in the dK/dV pass where that pays (on
+                      // Hopper at padded d = 64 and 128: each case here), two passes elsewhere
                       BackwardCase{2, 113, 300, 2, 2, 64, false, DType::f16, -1, true},
                       BackwardCase{1, 300, 113, 4, 2, 128, true, DType::bf16, -1, true},
                       BackwardCase{1, 257, 257, 3, 1, 96, false, DType::f16, -1, true},

@@ -141,9 +141,11 @@ func.func @mma_from_rings(%acc: tensor<16x16xf32, #mma>, %slot: i32, %out: !tile
 #mma = #tile.mma<warpsPerCTA = [4, 2]>
 
 // Two warpgroups split a 64 x 128 dot's columns: each runs m64n64 on its slice, B's descriptor
-// starting at column 64 * (warpgroup), both reading all of A from registers (replicated).
+// starting at column 64 * (warpgroup), both reading all of A from registers (replicated). The
+// warpgroup's index is lane 0's (a shuffle), so that ptxas keeps the descriptors uniform.
 // CHECK-LABEL: llvm.func @wgmma_column_slices
-// CHECK: llvm.urem %[[WARPGROUP:.*]], %{{.*}} : i32
+// CHECK: %[[WARPGROUP:.*]] = nvvm.shfl.sync {{ *}}idx %{{.*}} : i32 -> i32
+// CHECK: llvm.urem %[[WARPGROUP]], %{{.*}} : i32
 // CHECK: llvm.udiv %[[WARPGROUP]], %{{.*}} : i32
 // CHECK: wgmma.fence.sync.aligned
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, 1, 1, 1, 1;
@@ -156,6 +158,26 @@ func.func @wgmma_column_slices(%a: tensor<64x64xf16, #tile.dot_op<opIdx = 0, par
   %d = tile.dot %a, %y, %acc : tensor<64x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<64x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x128xf32, #mma>
   %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x128x!tile.ptr<f32>, #mma>
   tile.store %os, %d : tensor<64x128x!tile.ptr<f32>, #mma>
+  return
+}
+
+// Slices narrower than B's 64-column atom (dQ's at d = 64): each warpgroup's m64n32 starts 32
+// columns (64 bytes) into the atom's rows: the descriptor adds the column within the atom.
+// CHECK-LABEL: llvm.func @wgmma_slices_within_an_atom
+// CHECK: nvvm.shfl.sync {{ *}}idx
+// CHECK: llvm.udiv
+// CHECK: llvm.udiv %[[FIRST:.*]], %{{.*}} : i32
+// CHECK: %[[WITHIN:.*]] = llvm.urem %[[FIRST]], %{{.*}} : i32
+// CHECK-NEXT: llvm.add %{{.*}}, %[[WITHIN]] : i32
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {{.*}}, 1, 1, 1, 1;
+// CHECK-NOT: mma.sync
+func.func @wgmma_slices_within_an_atom(%a: tensor<64x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>>, %acc: tensor<64x64xf32, #mma>, %slot: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.shared_memory = 16384 : i64} {
+  %kb = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %y = tile.shared_load %kb[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %a, %y, %acc : tensor<64x64xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<64x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>, #mma>
+  tile.store %os, %d : tensor<64x64x!tile.ptr<f32>, #mma>
   return
 }
 

@@ -41,13 +41,20 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value start, int64_t leadingB
                             LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(int64_t(fields))));
 }
 
-/// The descriptor of a warpgroup's rows (A: m, B: n) from `first` on (i32; a multiple of the
-/// atom's columns when MN-major), at the first step of k.
+/// The descriptor of a warpgroup's rows (A: m, B: n) from `first` on (i32; when MN-major, a
+/// multiple of the atom's columns or of a slice within one), at the first step of k.
 Value baseDescriptor(OpBuilder &b, Location loc, const Stage &op, bool kMajor, Value first) {
   int64_t atomCols = layout::SwizzledTile(op.rows, op.cols, 2).atomColumns, atomBytes = atomCols * 2;
-  // K-major: rows of atomCols elements; MN-major: atoms of rows x atomCols elements.
-  Value offset = kMajor ? first : LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols)).getResult();
-  offset = LLVM::MulOp::create(b, loc, offset, i32Constant(b, loc, kMajor ? atomCols : op.rows * atomCols));
+  // K-major: rows of atomCols elements; MN-major: atoms of rows x atomCols elements, a slice
+  // within an atom starting that far into its first row.
+  Value offset;
+  if (kMajor) {
+    offset = LLVM::MulOp::create(b, loc, first, i32Constant(b, loc, atomCols));
+  } else {
+    offset = LLVM::MulOp::create(b, loc, LLVM::UDivOp::create(b, loc, first, i32Constant(b, loc, atomCols)),
+                                 i32Constant(b, loc, op.rows * atomCols));
+    offset = LLVM::AddOp::create(b, loc, offset, LLVM::URemOp::create(b, loc, first, i32Constant(b, loc, atomCols)));
+  }
   Value start = LLVM::GEPOp::create(b, loc, op.start.getType(), b.getI16Type(), op.start, ValueRange{offset});
   // K-major: k along the stored rows, 8-row groups 8 rows apart; MN-major: k down the stored
   // columns, atoms of 64 along m/n one atom apart.
@@ -96,7 +103,13 @@ LogicalResult lowerWarpgroupDot(DotOp op, DotOp::Adaptor adaptor, const TypeConv
   // along M.
   auto mma = cast<MmaEncodingAttr>(accType.getEncoding());
   const int64_t alongM = mma.getWarpsPerCTA()[0] / 4, slice = N / mma.getWarpsPerCTA()[1];
+  // The warpgroup's index is read from lane 0 so that ptxas knows it is the same in every lane:
+  // the descriptors built from it then stay in uniform registers, which wgmma reads them from,
+  // instead of being moved there (R2UR) before every instruction and spilled around loops.
   Value warpgroup = LLVM::LShrOp::create(rewriter, loc, threadId(rewriter, loc).warp, i32Constant(rewriter, loc, 2));
+  warpgroup = NVVM::ShflOp::create(rewriter, loc, rewriter.getI32Type(), i32Constant(rewriter, loc, -1), warpgroup,
+                                   i32Constant(rewriter, loc, 0), i32Constant(rewriter, loc, 0x1f),
+                                   NVVM::ShflKind::idx, UnitAttr());
   Value warpgroupRow = LLVM::MulOp::create(
       rewriter, loc, LLVM::URemOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, alongM)),
       i32Constant(rewriter, loc, 64));

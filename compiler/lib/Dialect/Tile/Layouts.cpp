@@ -240,10 +240,12 @@ bool lowersToWarpgroupMma(DotOp op) {
   if (wm % 4 != 0 || M != 16 * wm || slice % 8 != 0 || K % 16 != 0 || !op.getType().getElementType().isF32())
     return false;
   // B is read by descriptor: in the stored tile [N][K] (k along rows, read transposed) or [K][N]
-  // (a warpgroup's slice then starts on a 64-column atom).
+  // (a warpgroup's slice then spans whole 64-column atoms or lies within one: the swizzle is
+  // of the address, so a slice may start 16-byte chunks into an atom's rows, as k steps do
+  // in a K-major atom).
   auto b = stagedOperand(op.getB());
   if (!b || !describable(b->rows, b->cols, b->kMajor(true)) || (slice > 256 && slice % 256 != 0) ||
-      (!b->kMajor(true) && wn > 1 && slice % 64 != 0))
+      (!b->kMajor(true) && wn > 1 && slice % 64 != 0 && 64 % slice != 0))
     return false;
   // A from registers, or from a stage stored [M][K] or [K][M] (its warpgroups' 64 rows then
   // start on a 64-column atom).
