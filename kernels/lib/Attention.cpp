@@ -311,13 +311,19 @@ std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causa
     // product [64, d] then runs on wgmma, its columns split between the warpgroups. Also with
     // the scores [queries, keys] as FA3 has them (QUERIES_IN_ROWS; H200, N = 8192, tuner's
     // trials: 4.92 vs 5.32 ms once P^T's barriers span a warpgroup, causal 2.76 vs 2.78). At
-    // d = 64 each warpgroup's dQ columns lie within half a 128-byte swizzle atom of K's stage.
+    // d = 64 each warpgroup's dQ columns lie within half a 128-byte swizzle atom of K's stage;
+    // there also FA3's 128 query rows (scores [queries, keys]: 23% fewer instructions a score;
+    // its 227 KB of shared memory fit once the empty barriers took an alignment gap).
+    std::vector<std::pair<int64_t, int64_t>> shapes; // (BLOCK_M, QUERIES_IN_ROWS)
     if (padded == 64 || padded == 128)
-      for (int64_t queries_in_rows : {0, 1})
-        configs.push_back({{"BLOCK_M", 64}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
-                           {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
-                           {"BLOCK_POINTERS", 1}, {"warp_specialize", 1}, {"ATOMIC_DQ", 1},
-                           {"QUERIES_IN_ROWS", queries_in_rows}});
+      shapes = {{64, 0}, {64, 1}};
+    if (padded == 64)
+      shapes.push_back({128, 1});
+    for (auto [rows, queries_in_rows] : shapes)
+      configs.push_back({{"BLOCK_M", rows}, {"BLOCK_N", 128}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
+                         {"num_warps", 8}, {"num_stages", 2}, {"invariant_operands_in_shared", 1},
+                         {"BLOCK_POINTERS", 1}, {"warp_specialize", 1}, {"ATOMIC_DQ", 1},
+                         {"QUERIES_IN_ROWS", queries_in_rows}});
     return configs;
   }
   // (BLOCK_M, BLOCK_N, warps, stages, K/V or Q/dO in shared memory). The chained dots keep
@@ -648,10 +654,10 @@ Problem checkBackward(const TensorView &q, const TensorView &k, const TensorView
 
 /// Whether adding dQ in the dK/dV pass beats the two passes, as measured on the H200 (f16,
 /// N = 8192, tuned, same run): at head dims padded to 64 or 128 with the TMA, where two
-/// consumer warpgroups run all five products on wgmma (d = 128: 5.14 vs 6.37 ms, causal 2.91
-/// vs 3.30; d = 64: 6.75 vs 7.42, causal 3.60 vs 3.75, since dQ's [64, 64] product runs on
-/// wgmma too: 8.11 vs 7.10 while it fell back to mma.sync), not on mma.sync alone (d = 128:
-/// 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
+/// consumer warpgroups run all five products on wgmma (d = 128: 5.28 vs 6.33 ms, causal 2.88
+/// vs 3.27; d = 64: 6.26 vs 7.39, causal 3.30 vs 3.78, since dQ's [64, 64] product runs on
+/// wgmma too and 128-row blocks fit: 8.11 vs 7.10 while it fell back to mma.sync), not on
+/// mma.sync alone (d = 128: 8.25 vs 7.70). The interpreter takes it wherever allowed (it runs any config).
 bool addingDqPays(int64_t padded, const TensorView &q, const TensorView &dout) {
   return interpreter::enabled() || ((padded == 64 || padded == 128) && tmaCopies({&q, &dout}));
 }

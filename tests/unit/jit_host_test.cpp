@@ -149,7 +149,9 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
 
 // The forward's last deferred P @ V, after its loops, reads V from a stage of its own that the
 // producer's TMA fills: wgmma, no mma.sync. Where that stage would not fit beside the rings
-// (here under a limit just below what it takes), the kernel is compiled without it.
+// (here under a limit just below what it takes), the kernel is compiled without it. (The
+// stage reuses a ring's memory and its barriers an alignment gap: without it the kernel may
+// take as much.)
 TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   const auto shipped = kernels::shipped_kernels();
   auto forward = std::find_if(shipped.begin(), shipped.end(), [](const kernels::ShippedKernel &k) {
@@ -171,7 +173,7 @@ TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   EXPECT_LE(staged.shared_memory, compiler::Target{}.max_shared_memory);
   const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
-  EXPECT_LT(tight.shared_memory, staged.shared_memory);
+  EXPECT_LE(tight.shared_memory, staged.shared_memory);
 }
 
 // Shared-memory addresses are 32-bit (nvptx-short-ptr): ldmatrix, cp.async and the staging

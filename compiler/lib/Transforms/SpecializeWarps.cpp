@@ -34,6 +34,39 @@ bool holdsTmaLoads(Operation *op) {
   return op->walk([](TmaLoadOp) { return WalkResult::interrupt(); }).wasInterrupted();
 }
 
+/// The shared memory placed so far ([offset, end) of rings, bulk adds' staging and scratch),
+/// and where `bytes` of mbarriers that live as long as the kernel fit: the first 8-byte
+/// aligned gap (the 1024-byte alignment of swizzled rings leaves some), else the end.
+struct PlacedSharedMemory {
+  std::vector<std::pair<int64_t, int64_t>> taken;
+
+  explicit PlacedSharedMemory(func::FuncOp func) {
+    func.walk([&](Operation *op) {
+      auto offset = op->getAttrOfType<IntegerAttr>("tile.smem_offset");
+      if (!offset)
+        return;
+      int64_t bytes = scratchBytes(op);
+      if (auto alloc = dyn_cast<SharedAllocOp>(op))
+        bytes = ringBytes(alloc.getType());
+      else if (auto add = dyn_cast<BulkAddOp>(op))
+        bytes = bulkAddStagingBytes(add);
+      taken.push_back({offset.getInt(), offset.getInt() + bytes});
+    });
+  }
+
+  int64_t placeBarriers(int64_t bytes) {
+    llvm::sort(taken);
+    int64_t at = 0;
+    for (auto [lo, hi] : taken) {
+      if (at + bytes <= lo)
+        break;
+      at = std::max<int64_t>(at, llvm::alignTo(hi, 8));
+    }
+    taken.push_back({at, at + bytes});
+    return at;
+  }
+};
+
 /// The stage `load`'s fill number `fill` lands in (fill % stages).
 Value stageOf(OpBuilder &b, TmaLoadOp load, Value fill) {
   Value stages = arith::ConstantOp::create(b, load.getLoc(), b.getI32IntegerAttr(load.getBuffer().getType().getStages()));
@@ -268,7 +301,8 @@ LogicalResult specialize(func::FuncOp func) {
   for (SharedAllocOp alloc : llvm::reverse(allocs))
     alloc->moveBefore(&entry, entry.begin());
   auto bytes = func->getAttrOfType<IntegerAttr>(kSharedMemoryAttrName);
-  int64_t end = llvm::alignTo(bytes ? bytes.getInt() : 0, 8);
+  int64_t end = bytes ? bytes.getInt() : 0;
+  PlacedSharedMemory placed(func);
   b.setInsertionPointAfter(allocs.back());
   SmallVector<Operation *> ringInits;
   DenseMap<Value, Value> emptyOf;
@@ -277,8 +311,9 @@ LogicalResult specialize(func::FuncOp func) {
     auto type = SharedBufferType::get(context, cast<SharedBufferType>(ring.getType()).getStages(),
                                       RankedTensorType::get({1}, b.getI64Type()));
     auto empty = SharedAllocOp::create(b, loc, type);
-    empty->setAttr("tile.smem_offset", b.getI64IntegerAttr(end));
-    end += type.getStages() * 8;
+    int64_t offset = placed.placeBarriers(type.getStages() * 8);
+    empty->setAttr("tile.smem_offset", b.getI64IntegerAttr(offset));
+    end = std::max(end, offset + type.getStages() * 8);
     ringInits.push_back(InitBarriersOp::create(b, loc, empty, b.getI32IntegerAttr(warps)));
     ringInits.push_back(init);
     emptyOf[ring] = empty;

@@ -11,10 +11,10 @@
 // it, in every iteration, and lose the refill's CTA barrier.
 // CHECK-LABEL: func.func @matmul_ring
 // CHECK-SAME: tile.producer_warps = 4 : i32
-// CHECK-SAME: tile.shared_memory = 1072 : i64
+// CHECK-SAME: tile.shared_memory = 24624 : i64
 // CHECK-DAG: %[[TILES:.*]] = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<64x64xf16>>
-// CHECK-DAG: %[[FULL:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<3 x tensor<1xi64>>
-// CHECK-DAG: %[[EMPTY:.*]] = tile.shared_alloc {tile.smem_offset = 1048 : i64} : !tile.shared<3 x tensor<1xi64>>
+// CHECK-DAG: %[[FULL:.*]] = tile.shared_alloc {tile.smem_offset = 24576 : i64} : !tile.shared<3 x tensor<1xi64>>
+// CHECK-DAG: %[[EMPTY:.*]] = tile.shared_alloc {tile.smem_offset = 24600 : i64} : !tile.shared<3 x tensor<1xi64>>
 // CHECK: tile.init_barriers %[[EMPTY]] arrivals 8
 // CHECK: tile.init_barriers %[[FULL]] arrivals 1
 // CHECK: %[[PRODUCER:.*]] = tile.in_producer_warps
@@ -46,7 +46,7 @@
 // CHECK: tile.arrive_barrier %[[EMPTY]][%[[RELEASED]]] if %true :
 // CHECK-NOT: tile.tma_load
 func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
-    attributes {tile.warp_specialize, tile.num_warps = 8 : i32, tile.shared_memory = 1048 : i64} {
+    attributes {tile.warp_specialize, tile.num_warps = 8 : i32, tile.shared_memory = 24600 : i64} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c2 = arith.constant 2 : i32
@@ -56,7 +56,7 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
   %one = arith.constant 1 : i64
   %zero = arith.constant dense<0.0> : tensor<64x64xf32>
   %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<3 x tensor<64x64xf16>>
-  %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<3 x tensor<1xi64>>
+  %bars = tile.shared_alloc {tile.smem_offset = 24576 : i64} : !tile.shared<3 x tensor<1xi64>>
   tile.init_barriers %bars arrivals 1 : !tile.shared<3 x tensor<1xi64>>
   %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
   %first = arith.cmpi sgt, %k, %c0 : i32
@@ -90,14 +90,15 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
 
 // Two rings one after the other, 4 consumer warps (no register reallocation: 256 threads may
 // hold 255 registers each anyway): each has its empty barriers, and its fills wait on them
-// alone (the rings of a warp-specialized kernel never share memory). Every ring is
-// initialized after the last buffer, one after another (they share a fence and a CTA barrier).
+// alone (the rings of a warp-specialized kernel never share memory). The empty rings fill the
+// gap that the second tile ring's 1024-byte alignment leaves. Every ring is initialized after
+// the last buffer, one after another (they share a fence and a CTA barrier).
 // CHECK-LABEL: func.func @two_rings
 // CHECK-NOT: tile.set_max_registers
-// CHECK-DAG: %[[FULL1:.*]] = tile.shared_alloc {tile.smem_offset = 1024 : i64}
-// CHECK-DAG: %[[FULL2:.*]] = tile.shared_alloc {tile.smem_offset = 3072 : i64}
-// CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 3088 : i64} : !tile.shared<2 x tensor<1xi64>>
-// CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 3104 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK-DAG: %[[FULL1:.*]] = tile.shared_alloc {tile.smem_offset = 16384 : i64}
+// CHECK-DAG: %[[FULL2:.*]] = tile.shared_alloc {tile.smem_offset = 33792 : i64}
+// CHECK-DAG: %[[EMPTY1:.*]] = tile.shared_alloc {tile.smem_offset = 16400 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK-DAG: %[[EMPTY2:.*]] = tile.shared_alloc {tile.smem_offset = 16416 : i64} : !tile.shared<2 x tensor<1xi64>>
 // CHECK: tile.init_barriers %[[EMPTY1]] arrivals 4
 // CHECK-NEXT: tile.init_barriers %[[FULL1]] arrivals 1
 // CHECK-NEXT: tile.init_barriers %[[EMPTY2]] arrivals 4
@@ -116,7 +117,7 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
 // CHECK: tile.wait_barrier %[[FULL2]][%{{.*}}], %{{.*}} :
 // CHECK: tile.arrive_barrier %[[EMPTY2]]
 func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
-    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 3088 : i64} {
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 33808 : i64} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c2 = arith.constant 2 : i32
@@ -125,9 +126,9 @@ func.func @two_rings(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i3
   %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
   %first = arith.cmpi sgt, %k, %c0 : i32
   %tiles1 = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
-  %bars1 = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
-  %tiles2 = tile.shared_alloc {tile.smem_offset = 2048 : i64} : !tile.shared<2 x tensor<64x64xf16>>
-  %bars2 = tile.shared_alloc {tile.smem_offset = 3072 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %bars1 = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %tiles2 = tile.shared_alloc {tile.smem_offset = 17408 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars2 = tile.shared_alloc {tile.smem_offset = 33792 : i64} : !tile.shared<2 x tensor<1xi64>>
   tile.init_barriers %bars1 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   tile.init_barriers %bars2 arrivals 1 : !tile.shared<2 x tensor<1xi64>>
   tile.tma_load %map, %bp into %tiles1[%c0], %bars1 if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>

@@ -40,8 +40,8 @@ struct AttentionOptions {
   /// adds; on Hopper the copy engine's reductions), one pass over the scores instead of two
   /// (queries_config unused), so dQ's rounding varies from run to run. It does so with a given
   /// keys_values_config, and otherwise where that is not slower: on Hopper at head dims 33-128
-  /// (H200, N = 8192: d = 128 5.14 vs 6.37 ms, causal 2.91 vs 3.30; d = 64 6.75 vs 7.42,
-  /// causal 3.60 vs 3.75); elsewhere the two deterministic passes run.
+  /// (H200, N = 8192: d = 128 5.28 vs 6.33 ms, causal 2.88 vs 3.27; d = 64 6.26 vs 7.39,
+  /// causal 3.30 vs 3.78); elsewhere the two deterministic passes run.
   /// true (default): bitwise repeatable.
   bool deterministic = true;
 };
