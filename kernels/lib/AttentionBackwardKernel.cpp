@@ -115,9 +115,12 @@ template <typename T> Kernel keysAndValues() {
     const bool queries_in_rows = cfg.get("QUERIES_IN_ROWS", 0) != 0;
     const bool even = cfg.get("EVEN_BLOCKS", 0) != 0;
     Tile heads_kv = heads_q / group;
-    Tile batch_head = program_id(1);
+    // Causal: the first key blocks see the most query blocks; they start first (gridBlock),
+    // chunked by the heads whose Q and dO share L2.
+    const GridBlock block = gridBlock(causal, n_q.to<i64>() * head_dim * 4 * group);
+    Tile batch_head = block.batch_head, key_block = block.rank;
     Tile batch = (batch_head / heads_kv).to<i64>(), kv_head = (batch_head % heads_kv).to<i64>();
-    Tile cols = program_id(0) * bn + arange(0, bn); // this program's keys
+    Tile cols = key_block * bn + arange(0, bn); // this program's keys
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
@@ -133,7 +136,7 @@ template <typename T> Kernel keysAndValues() {
     Tile diagonal = n_kv - n_q;
     Tile m_begin = 0;
     if (causal)
-      m_begin = maximum(program_id(0) * bn - diagonal, 0) / bm * bm;
+      m_begin = maximum(key_block * bn - diagonal, 0) / bm * bm;
 
     // One loop over (query head of the group, query block), so that Q and dO pipeline through
     // one ring across the heads too; the head and the block are carried (index math the
@@ -172,7 +175,7 @@ template <typename T> Kernel keysAndValues() {
         // the block (its first row does not see the last key) or keys run past n_kv.
         std::optional<Tile> mask_needed;
         if (atomic_dq && visible) {
-          Tile last_key = program_id(0) * bn + (bn - 1);
+          Tile last_key = key_block * bn + (bn - 1);
           if (causal && masked)
             mask_needed = start + diagonal < last_key;
           if (!even) {
@@ -197,7 +200,7 @@ template <typename T> Kernel keysAndValues() {
     };
     if (causal && !atomic_dq && cfg.get("SPLIT_MASKED", 0)) {
       // Query block `start` sees all of this program's keys once start >= last key - diagonal.
-      Tile crossing = minimum(maximum((program_id(0) * bn + bn - 1 - diagonal - m_begin + bm - 1) / bm, 0), blocks);
+      Tile crossing = minimum(maximum((key_block * bn + bn - 1 - diagonal - m_begin + bm - 1) / bm, 0), blocks);
       visit(0, crossing, true);
       visit(crossing, blocks - crossing, false);
     } else {
@@ -225,11 +228,12 @@ template <typename T> Kernel queries() {
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const bool even = cfg.get("EVEN_BLOCKS", 0) != 0;
-    Tile batch_head = program_id(1);
+    // Causal: the heaviest (last) query blocks start first, as in the forward.
+    const GridBlock block = gridBlock(causal, n_kv.to<i64>() * head_dim * 4);
+    Tile batch_head = block.batch_head;
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
-    // Causal: the heaviest (last) query blocks start first, as in the forward.
-    Tile query_block = causal ? num_programs(0) - 1 - program_id(0) : program_id(0);
+    Tile query_block = causal ? num_programs(0) - 1 - block.rank : block.rank;
     Tile rows = query_block * bm + arange(0, bm);
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;

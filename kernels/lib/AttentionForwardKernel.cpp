@@ -20,12 +20,13 @@ template <typename T> Kernel forward() {
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
 
-    Tile batch_head = program_id(1);
+    // Causal programs differ in work by their query block: the heaviest (last) blocks of the
+    // heads whose K and V share L2 start first, so that the light ones fill the grid's tail.
+    const GridBlock block = gridBlock(causal, n_kv.to<i64>() * head_dim * 4);
+    Tile batch_head = block.batch_head;
     Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
     Tile kv_head = head / group;
-    // Causal programs differ in work by their query block: the heaviest (last) blocks start
-    // first so that the light ones fill the tail of the grid.
-    Tile query_block = causal ? num_programs(0) - 1 - program_id(0) : program_id(0);
+    Tile query_block = causal ? num_programs(0) - 1 - block.rank : block.rank;
     Tile rows = query_block * bm + arange(0, bm);
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;

@@ -53,6 +53,32 @@ dsl::Kernel attention_backward_dq_convert_kernel(dsl::DType dtype);
 dsl::Kernel block_sparse_backward_dkdv_kernel(dsl::DType dtype, const Modifiers &modifiers);
 dsl::Kernel block_sparse_backward_dq_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
+/// The block along the grid's axis 0 (its rank: 0 first) and the batch-head along axis 1 that
+/// a program of a grid (blocks, batch_heads) works on. With `heaviest_first` (causal blocks
+/// differ in work), programs take ranks in order across heads, longest processing time first:
+/// CUDA starts programs x-fastest, so the light blocks of every head fill the grid's tail, not
+/// the heavy blocks of the last heads. They do so within chunks of heads whose
+/// `bytes_per_head` (the operands a head's programs all stream) fit together in L2, so that
+/// the programs running at once still share them.
+struct GridBlock {
+  dsl::Tile rank, batch_head;
+};
+inline GridBlock gridBlock(bool heaviest_first, const dsl::Tile &bytes_per_head) {
+  using namespace tessera::dsl;
+  if (!heaviest_first)
+    return {program_id(0), program_id(1)};
+  // A sixth of the H200's 50 MB L2: the programs running at once span at most two chunks, about
+  // as many heads as the x-fastest order's (a wave of 132 programs over 32-64 blocks a head).
+  constexpr int64_t kChunkBytes = 8 << 20;
+  Tile blocks = num_programs(0), heads = num_programs(1);
+  Tile chunk_heads = maximum(minimum(kChunkBytes / maximum(bytes_per_head, 1), heads.to<i64>()), 1).to<i32>();
+  Tile started = program_id(1) * blocks + program_id(0); // programs started before this one
+  Tile chunk = started / (chunk_heads * blocks);
+  Tile first = chunk * chunk_heads, within = started - first * blocks;
+  Tile size = minimum(chunk_heads, heads - first);
+  return {within / size, first + within % size};
+}
+
 /// Pointers to rows `rows` (all `dims`) of one head of a [batch, n, heads, d] tensor whose head
 /// starts at `base`, and a masked load of them (0 elsewhere).
 inline dsl::Tile rowPointers(const dsl::Tile &base, const dsl::Tile &rows, const dsl::Tile &row_stride,

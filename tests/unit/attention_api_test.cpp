@@ -3,6 +3,7 @@
 // strides, both dtypes; and every bad input rejected with a message naming it.
 #include "tessera/kernels/attention.h"
 
+#include "AttentionKernels.h"
 #include "attention_check.h"
 #include "interpreter_util.h"
 
@@ -419,6 +420,28 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
   options.queries_config.reset();
   options.keys_values_config = attention_backward_configs(32, true, BackwardPass::keys_values).front();
   expectError(dq.view, dk.view, "is not for head_dim 32, not causal (take one of attention_backward_configs(keys_values))");
+}
+
+// The causal kernels' heaviest-first order (detail::gridBlock): over a grid (5, 7) with chunks
+// of 3 heads (the last one ragged), every (rank, batch-head) exactly once, in order of the
+// programs' start: chunk by chunk, rank by rank within a chunk, its heads fastest.
+TEST(AttentionGrid, HeaviestFirstTakesEveryBlockOnceChunkByChunk) {
+  const int blocks = 5, heads = 7;
+  dsl::Kernel order = dsl::kernel("grid_order", [](dsl::Ptr<dsl::i32> out, dsl::Long bytes_per_head) {
+    const detail::GridBlock block = detail::gridBlock(true, bytes_per_head);
+    dsl::Tile started = dsl::program_id(1) * dsl::num_programs(0) + dsl::program_id(0);
+    dsl::store(out + started * 2, block.rank);
+    dsl::store(out + started * 2 + 1, block.batch_head);
+  });
+  Registered<int32_t> out(std::vector<int32_t>(blocks * heads * 2, -1));
+  std::vector<dsl::LaunchArg> args{out.ptr(), int64_t((8 << 20) / 3)};
+  interpreter::run(order.trace({}), {blocks, heads}, args.data(), args.size());
+  std::vector<int32_t> expected;
+  for (int first = 0; first < heads; first += 3)
+    for (int rank = 0; rank < blocks; ++rank)
+      for (int head = first; head < std::min(first + 3, heads); ++head)
+        expected.insert(expected.end(), {rank, head});
+  EXPECT_EQ(out.data, expected);
 }
 
 } // namespace
