@@ -67,8 +67,8 @@ inline GridBlock gridBlock(bool heaviest_first, const dsl::Tile &bytes_per_head)
   using namespace tessera::dsl;
   if (!heaviest_first)
     return {program_id(0), program_id(1)};
-  // A sixth of the H200's 50 MB L2: the programs running at once span at most two chunks, about
-  // as many heads as the x-fastest order's (a wave of 132 programs over 32-64 blocks a head).
+  // A sixth of the H200's 50 MB L2: the programs running at once span at most two chunks (16
+  // MB), where the x-fastest order's wave of 132 programs spans 2-5 heads (4-16 MB at d = 128).
   constexpr int64_t kChunkBytes = 8 << 20;
   Tile blocks = num_programs(0), heads = num_programs(1);
   Tile chunk_heads = maximum(minimum(kChunkBytes / maximum(bytes_per_head, 1), heads.to<i64>()), 1).to<i32>();
