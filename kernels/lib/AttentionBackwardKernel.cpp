@@ -36,18 +36,15 @@ Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows,
 /// n_q need no mask: their Q, dO, LSE and delta read 0 (P = 1, dS = 0), which adds nothing to
 /// dK, dV or dQ's workspace, and the dQ pass does not store them. Keys past n_kv read 0 too,
 /// but P = exp2(-LSE) there may overflow, and a product summing over keys (dQ's) would turn it
-/// into NaN: `bound_keys` drops them. Causal, bottom-right aligned: key <= query + diagonal.
-/// None: every pair.
+/// into NaN: `bound_keys` drops them. Causal, bottom-right aligned: key <= query + diagonal,
+/// which bounds the keys of every query row before n_q too (< n_kv). None: every pair.
 std::optional<Tile> visiblePairs(bool bound_keys, bool causal, const Tile &rows, const Tile &cols, const Tile &n_kv,
                                  const Tile &diagonal) {
-  std::optional<Tile> visible;
+  if (causal)
+    return cols <= rows + diagonal;
   if (bound_keys)
-    visible = cols < n_kv;
-  if (causal) {
-    Tile seen = cols <= rows + diagonal;
-    visible = visible ? *visible && seen : seen;
-  }
-  return visible;
+    return cols < n_kv;
+  return std::nullopt;
 }
 
 /// A program of the row-wise passes (delta, dQ's conversion): BLOCK_M rows of one query head,
@@ -176,12 +173,7 @@ template <typename T> Kernel keysAndValues() {
         std::optional<Tile> mask_needed;
         if (atomic_dq && visible) {
           Tile last_key = key_block * bn + (bn - 1);
-          if (causal && masked)
-            mask_needed = start + diagonal < last_key;
-          if (!even) {
-            Tile past_end = last_key >= n_kv;
-            mask_needed = mask_needed ? *mask_needed || past_end : past_end;
-          }
+          mask_needed = causal && masked ? start + diagonal < last_key : last_key >= n_kv;
         }
         std::optional<Tile> dq_share; // dS K, issued before dK's product, added after it
         accumulateKeysValues(

@@ -87,9 +87,10 @@ template <typename T> Kernel forward() {
           softmax.multiply_pending(load_v(start - bn, masked, true));
         Tile scores = qk; // the softmax scales them by qk_scale
         if (masked) {
-          Tile visible = expand_dims(cols, 0) < n_kv;
-          if (causal)
-            visible = visible && expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal;
+          // Causal, row i < n_q sees keys j <= i + n_kv - n_q < n_kv: no bound besides (rows
+          // past n_q are not stored).
+          Tile visible = causal ? expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal
+                                : expand_dims(cols, 0) < n_kv;
           scores = where(visible, scores, -INFINITY);
         }
         if (overlap)
