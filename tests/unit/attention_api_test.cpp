@@ -383,6 +383,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // scores [queries, keys]: ragged, causal with rows that see no key, GQA
                       Case{1, 70, 45, 6, 2, 128, false, false, DType::f16, "QUERIES_IN_ROWS", true},
                       Case{1, 70, 30, 1, 1, 128, true, true, DType::bf16, "QUERIES_IN_ROWS", true},
+                      // d = 64 (dQ's columns split inside a swizzle atom), causal with more
+                      // keys than queries: blocks with and without the mask branch, GQA
+                      Case{1, 200, 330, 4, 2, 64, true, false, DType::f16, "QUERIES_IN_ROWS", true},
                       // the same config in the deterministic pass: it adds no dQ
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "QUERIES_IN_ROWS"}));
 
