@@ -169,7 +169,8 @@ template <typename T> Kernel keysAndValues() {
                                                          expand_dims(rows, keys_axis), expand_dims(cols, 1 - keys_axis),
                                                          n_kv, diagonal);
         // Adding dQ, one loop visits every block: the mask only where the diagonal crosses
-        // the block (its first row does not see the last key) or keys run past n_kv.
+        // the block (its first row does not see the last key), or without the causal mask
+        // where keys run past n_kv.
         std::optional<Tile> mask_needed;
         if (atomic_dq && visible) {
           Tile last_key = key_block * bn + (bn - 1);
