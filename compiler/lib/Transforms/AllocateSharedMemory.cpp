@@ -82,11 +82,7 @@ struct TileAllocateSharedMemoryPass
         for (const Placed &other : placed)
           if (other.first <= last && first <= other.last)
             taken.push_back({other.offset, other.offset + other.bytes});
-        llvm::sort(taken);
-        int64_t offset = 0;
-        for (auto [lo, hi] : taken)
-          if (offset + bytes > lo)
-            offset = std::max<int64_t>(offset, llvm::alignTo(hi, align));
+        int64_t offset = firstFit(std::move(taken), bytes, align);
         placed.push_back({first, last, offset, bytes});
         alloc->setAttr("tile.smem_offset", b.getI64IntegerAttr(offset));
         rings = std::max(rings, offset + bytes);

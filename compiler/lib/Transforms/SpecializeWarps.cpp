@@ -55,13 +55,7 @@ struct PlacedSharedMemory {
   }
 
   int64_t placeBarriers(int64_t bytes) {
-    llvm::sort(taken);
-    int64_t at = 0;
-    for (auto [lo, hi] : taken) {
-      if (at + bytes <= lo)
-        break;
-      at = std::max<int64_t>(at, llvm::alignTo(hi, 8));
-    }
+    int64_t at = firstFit(taken, bytes, 8);
     taken.push_back({at, at + bytes});
     return at;
   }

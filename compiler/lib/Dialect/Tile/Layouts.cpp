@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 
@@ -120,6 +122,15 @@ int64_t storageBytes(Type elementType) {
 int64_t ringBytes(SharedBufferType type) {
   RankedTensorType tile = type.getTileType();
   return type.getStages() * tile.getNumElements() * storageBytes(tile.getElementType());
+}
+
+int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes, int64_t align) {
+  llvm::sort(taken);
+  int64_t offset = 0;
+  for (auto [lo, hi] : taken)
+    if (offset + bytes > lo)
+      offset = std::max<int64_t>(offset, llvm::alignTo(hi, align));
+  return offset;
 }
 
 int64_t scratchBytes(Operation *op) {

@@ -41,6 +41,9 @@ int64_t scratchBytes(mlir::Operation *op);
 int64_t storageBytes(mlir::Type elementType);
 /// Bytes of all the stages of a ring (before alignment).
 int64_t ringBytes(SharedBufferType type);
+/// The first offset, a multiple of `align`, where `bytes` of shared memory fit beside the
+/// [begin, end) ranges `taken` (any order, overlapping or not): in a gap, else after them all.
+int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes, int64_t align);
 
 /// Warps per program of the kernel containing `op` (tile.num_warps, default 4).
 int numWarpsOf(mlir::Operation *op);
