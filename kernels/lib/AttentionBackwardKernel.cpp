@@ -32,21 +32,6 @@ Tile dqAccumSums(const Tile &dq_accum, const Tile &batch_head, const Tile &rows,
   return dqAccumHead(dq_accum, batch_head, n_q, d) + expand_dims(rows, 1) * d + columns;
 }
 
-/// Which (query `rows`, key `cols`) pairs of a block count, broadcast together. Query rows past
-/// n_q need no mask: their Q, dO, LSE and delta read 0 (P = 1, dS = 0), which adds nothing to
-/// dK, dV or dQ's workspace, and the dQ pass does not store them. Keys past n_kv read 0 too,
-/// but P = exp2(-LSE) there may overflow, and a product summing over keys (dQ's) would turn it
-/// into NaN: `bound_keys` drops them. Causal, bottom-right aligned: key <= query + diagonal,
-/// which bounds the keys of every query row before n_q too (< n_kv). None: every pair.
-std::optional<Tile> visiblePairs(bool bound_keys, bool causal, const Tile &rows, const Tile &cols, const Tile &n_kv,
-                                 const Tile &diagonal) {
-  if (causal)
-    return cols <= rows + diagonal;
-  if (bound_keys)
-    return cols < n_kv;
-  return std::nullopt;
-}
-
 /// A program of the row-wise passes (delta, dQ's conversion): BLOCK_M rows of one query head,
 /// grid (cdiv(n_q, BLOCK_M), batch * heads_q).
 struct RowBlock {
@@ -162,12 +147,14 @@ template <typename T> Kernel keysAndValues() {
           return loadRowStatistics(lse, delta, batch_heads, n_q, query_head, start, bm, block_pointers);
         };
         // Scores and probabilities [keys, queries], or with QUERIES_IN_ROWS [queries, keys];
-        // rows with no key at all have lse = -inf and P = 0. Keys past n_kv matter only to dQ's
-        // share: their dK and dV rows are not stored.
+        // rows with no key at all have lse = -inf and P = 0. Query rows past n_q need no mask:
+        // their Q, dO, LSE and delta read 0 (P = 1, dS = 0), which adds nothing. Keys past n_kv
+        // read 0 too, but P = exp2(-LSE) there may overflow: harmless to dK and dV (their rows
+        // are not stored), NaN in dQ's share, a sum over keys; so the pass adding dQ bounds them.
         const int64_t keys_axis = queries_in_rows ? 1 : 0;
-        const std::optional<Tile> visible = visiblePairs(atomic_dq && !even, causal && masked,
-                                                         expand_dims(rows, keys_axis), expand_dims(cols, 1 - keys_axis),
-                                                         n_kv, diagonal);
+        const std::optional<Tile> visible = visiblePairs(
+            atomic_dq && !even, causal && masked, expand_dims(arange(0, bm), keys_axis),
+            expand_dims(arange(0, bn), 1 - keys_axis), start, key_block * bn, n_kv, diagonal, queries_in_rows);
         // Adding dQ, one loop visits every block: the mask only where the diagonal crosses
         // the block (its first row does not see the last key), or without the causal mask
         // where keys run past n_kv.
@@ -261,7 +248,8 @@ template <typename T> Kernel queries() {
         Tile k_tile = keys.load(start, bn, dims, col_ok), v_tile = values.load(start, bn, dims, col_ok);
         std::optional<Tile> visible;
         if (masked)
-          visible = visiblePairs(!even, causal, expand_dims(rows, 1), expand_dims(cols, 0), n_kv, diagonal);
+          visible = visiblePairs(!even, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, bn), 0),
+                                 query_block * bm, start, n_kv, diagonal);
         accumulateQueries(q_tile, k_tile, v_tile, do_tile, row_lse, row_delta, visible, scores, dq_acc);
       });
     };

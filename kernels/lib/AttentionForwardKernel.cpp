@@ -86,13 +86,10 @@ template <typename T> Kernel forward() {
         if (overlap)
           softmax.multiply_pending(load_v(start - bn, masked, true));
         Tile scores = qk; // the softmax scales them by qk_scale
-        if (masked) {
-          // Causal, row i < n_q sees keys j <= i + n_kv - n_q < n_kv: no bound besides (rows
-          // past n_q are not stored).
-          Tile visible = causal ? expand_dims(cols, 0) <= expand_dims(rows, 1) + diagonal
-                                : expand_dims(cols, 0) < n_kv;
-          scores = where(visible, scores, -INFINITY);
-        }
+        if (masked) // keys past n_kv, or with the causal mask those past the diagonal
+          scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, bn), 0),
+                                       row_start, start, n_kv, diagonal),
+                         scores, -INFINITY);
         if (overlap)
           softmax.add_deferred(scores, qk_scale);
         else

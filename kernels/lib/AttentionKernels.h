@@ -79,6 +79,28 @@ inline GridBlock gridBlock(bool heaviest_first, const dsl::Tile &bytes_per_head)
   return {within / size, first + within % size};
 }
 
+/// Which pairs of a block count, its query rows first_row + `row_offsets` and keys first_col +
+/// `col_offsets`, broadcast together. Causal, bottom-right aligned: key <= query + diagonal,
+/// which bounds the keys of every query row before n_q (< n_kv) too. Else with `bound_keys`
+/// keys < n_kv; else none: every pair counts.
+/// `compare_offsets`: compare each key's offset from its query's with one scalar a block, where
+/// the block fixed across the loop lies along the columns (many values a thread). Its indices
+/// would be loop invariants held in registers: the dK/dV loop adding dQ with [queries, keys]
+/// scores spilled 168 B with them, 8 without (d = 64, 128 x 128). Along the rows (2 a thread)
+/// they cost less than the offsets' differences, a loop invariant of every element.
+inline std::optional<dsl::Tile> visiblePairs(bool bound_keys, bool causal, const dsl::Tile &row_offsets,
+                                             const dsl::Tile &col_offsets, const dsl::Tile &first_row,
+                                             const dsl::Tile &first_col, const dsl::Tile &n_kv,
+                                             const dsl::Tile &diagonal, bool compare_offsets = false) {
+  if (causal && compare_offsets)
+    return col_offsets - row_offsets <= first_row + diagonal - first_col;
+  if (causal)
+    return first_col + col_offsets <= first_row + row_offsets + diagonal;
+  if (bound_keys)
+    return first_col + col_offsets < n_kv;
+  return std::nullopt;
+}
+
 /// Pointers to rows `rows` (all `dims`) of one head of a [batch, n, heads, d] tensor whose head
 /// starts at `base`, and a masked load of them (0 elsewhere).
 inline dsl::Tile rowPointers(const dsl::Tile &base, const dsl::Tile &rows, const dsl::Tile &row_stride,
