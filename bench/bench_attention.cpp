@@ -22,8 +22,11 @@ int main(int argc, char **argv) {
               "default ms", "best config");
   // argv[2] (optional): only this dtype ("f16" or "bf16"); argv[3] and argv[4] (optional):
   // only this D and N, printing every config's time (an A/B of the tuning space).
+  // argv[5] (optional, KEY=VALUE): also every config with that knob set, where it applies (an
+  // A/B of a knob outside the space, e.g. ping_pong=1); configs it does not fit are skipped.
   std::string only = argc > 2 ? argv[2] : "";
   const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
+  const std::string knob = argc > 5 ? argv[5] : "";
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t D : {64, 128}) {
       if ((!only.empty() && dsl::to_string(dtype) != only) || (onlyD && D != onlyD))
@@ -45,10 +48,26 @@ int main(int argc, char **argv) {
           options.causal = causal;
           double ms = 1e30, defaultMs = 0;
           std::string best;
-          for (const dsl::Config &config : kernels::attention_forward_configs(D, causal)) {
+          std::vector<dsl::Config> configs = kernels::attention_forward_configs(D, causal);
+          const size_t spaceSize = configs.size();
+          if (!knob.empty())
+            for (size_t i = 0; i < spaceSize; ++i) {
+              dsl::Config config = configs[i];
+              config.set(knob.substr(0, knob.find('=')), std::stoll(knob.substr(knob.find('=') + 1)));
+              configs.push_back(config);
+            }
+          for (size_t i = 0; i < configs.size(); ++i) {
+            const dsl::Config &config = configs[i];
             options.config = config;
-            double t = bench::median_ms(
-                [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); }, 5, 30);
+            double t = 0;
+            try {
+              t = bench::median_ms(
+                  [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); }, 5, 30);
+            } catch (const Error &) {
+              if (i < spaceSize)
+                throw;
+              continue; // the knob does not fit this config
+            }
             if (defaultMs == 0)
               defaultMs = t;
             if (onlyN)

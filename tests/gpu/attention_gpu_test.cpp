@@ -141,6 +141,24 @@ TEST_F(GpuTest, AttentionForwardEveryTunedConfig) {
       }
 }
 
+// FlashAttention-3's ping-pong (config knob ping_pong) on every config of the space it applies
+// to (warp-specialized, two consumer warpgroups), ragged and causal: the warpgroups' turns
+// must pair up in every loop, the masked one too, and leave the results as they were.
+TEST_F(GpuTest, AttentionForwardPingPong) {
+  int tried = 0;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
+        if (!config.get("warp_specialize", 0) || config.get("num_warps", 4) != 8)
+          continue;
+        config.set("ping_pong", 1);
+        SCOPED_TRACE(config.str());
+        checkCase({2, 300, 1333, 2, 1, d, causal, DType::f16, false}, config);
+        ++tried;
+      }
+  EXPECT_GT(tried, 0) << "no config of the space has two consumer warpgroups";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

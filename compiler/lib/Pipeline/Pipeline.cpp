@@ -76,11 +76,12 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// The config's num_warps (default 4), num_stages (default 3), invariant_operands_in_shared
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
-/// a producer warpgroup issues the TMA loads) and programs_per_sm (default 1: how many
-/// programs' registers an SM holds at once) on the kernel, checked.
+/// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
+/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma) and programs_per_sm
+/// (default 1: how many programs' registers an SM holds at once) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, programsKnob = 1, producerWarps = 0;
+  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, programsKnob = 1, producerWarps = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -94,6 +95,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     wgmmaKnob = knob("wgmma", wgmmaKnob);
     tmaKnob = knob("tma", tmaKnob);
     specializeKnob = knob("warp_specialize", specializeKnob);
+    pingPongKnob = knob("ping_pong", pingPongKnob);
     programsKnob = knob("programs_per_sm", programsKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
@@ -102,6 +104,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1) {
       func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
       producerWarps = tile::kProducerWarps;
+      if (pingPongKnob == 1)
+        func->setAttr(tile::kPingPongAttrName, mlir::UnitAttr::get(module->getContext()));
     }
     mlir::Builder b(module->getContext());
     if (programsKnob > 1)
@@ -117,6 +121,12 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': tma must be 0 or 1, got " + std::to_string(tmaKnob));
   if (specializeKnob != 0 && specializeKnob != 1)
     throw Error("kernel '" + kernel + "': warp_specialize must be 0 or 1, got " + std::to_string(specializeKnob));
+  if (pingPongKnob != 0 && pingPongKnob != 1)
+    throw Error("kernel '" + kernel + "': ping_pong must be 0 or 1, got " + std::to_string(pingPongKnob));
+  if (pingPongKnob == 1 && (specializeKnob != 1 || warps != 8))
+    throw Error("kernel '" + kernel + "': ping_pong needs warp_specialize = 1 and num_warps = 8 (two consumer "
+                "warpgroups), got warp_specialize = " + std::to_string(specializeKnob) + ", num_warps = " +
+                std::to_string(warps));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));
@@ -204,6 +214,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
       pm.addPass(createTileAsyncDots());
       pm.addPass(createTileScopeStageBarriers());
       pm.addPass(createTileSpecializeWarps());
+      pm.addPass(createTilePingPong());
     });
     dump("layouts.mlir", *module);
     bool staged = false;

@@ -635,6 +635,19 @@ func.func @tma_row(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1
 // CHECK: %[[COUNT:.*]] = llvm.mlir.constant(256 : i32)
 // CHECK-NEXT: %[[ID:.*]] = llvm.mlir.constant(1 : i32)
 // CHECK-NEXT: nvvm.barrier id = %[[ID]] number_of_threads = %[[COUNT]]
+// Ping-pong's turns: named barrier 8 + warpgroup (tid / 128) is the warpgroup's own, over
+// 256 threads; the first turn is warpgroup 1's arrival on warpgroup 0's.
+// CHECK: "{\0A\09.reg .pred p;\0A\09setp.eq.u32 p, $0, 1;\0A\09@p bar.arrive 8, 256;\0A\09}"
+// CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
+// CHECK-NEXT: %[[C7:.*]] = llvm.mlir.constant(7 : i32)
+// CHECK-NEXT: %[[WG:.*]] = llvm.lshr %[[TID]], %[[C7]]
+// CHECK-NEXT: %[[C8:.*]] = llvm.mlir.constant(8 : i32)
+// CHECK-NEXT: %[[OWN:.*]] = llvm.add %[[WG]], %[[C8]]
+// CHECK-NEXT: %[[THREADS:.*]] = llvm.mlir.constant(256 : i32)
+// CHECK-NEXT: nvvm.barrier id = %[[OWN]] number_of_threads = %[[THREADS]]
+// CHECK: %[[C9:.*]] = llvm.mlir.constant(9 : i32)
+// CHECK-NEXT: %[[OTHER:.*]] = llvm.sub %[[C9]], %{{.*}}
+// CHECK-NEXT: llvm.inline_asm has_side_effects asm_dialect = att "bar.arrive $0, 256;", "r" %[[OTHER]]
 func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slot: i32, %active: i1)
     attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.shared_memory = 66592 : i64} {
   %c0 = arith.constant 0 : i32
@@ -658,6 +671,9 @@ func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slo
     tile.wait_barrier %full[%slot], %c0 : !tile.shared<2 x tensor<1xi64>>
     tile.arrive_barrier %empty[%slot] if %active : !tile.shared<2 x tensor<1xi64>>
     tile.async_wait 0
+    tile.warpgroup_turn first
+    tile.warpgroup_turn take
+    tile.warpgroup_turn pass
   }
   return
 }

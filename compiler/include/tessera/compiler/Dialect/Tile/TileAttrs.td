@@ -63,6 +63,13 @@ def Tile_InputPrecisionAttr : EnumAttr<Tile_Dialect, Tile_InputPrecision, "preci
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Tile_TurnKind : I32EnumAttr<"TurnKind", "a consumer warpgroup's step in ping-pong", [
+    I32EnumAttrCase<"first", 0>, I32EnumAttrCase<"take", 1>, I32EnumAttrCase<"pass", 2>]> {
+  let cppNamespace = "::tessera::tile";
+  let genSpecializedAttr = 0;
+}
+def Tile_TurnKindAttr : EnumAttr<Tile_Dialect, Tile_TurnKind, "turn_kind">;
+
 def Tile_Padding : I32EnumAttr<"Padding", "value read outside a block pointer's tensor", [
     I32EnumAttrCase<"zero", 0>, I32EnumAttrCase<"nan", 1>]> {
   let cppNamespace = "::tessera::tile";

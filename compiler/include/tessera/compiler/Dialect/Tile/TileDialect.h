@@ -79,6 +79,9 @@ inline constexpr llvm::StringLiteral kProducerWarpsAttrName = "tile.producer_war
 /// Function attribute: tile-pipeline-loops gave a load outside loops a stage of its own
 /// (stage-outside-loops), shared memory the kernel could do without.
 inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_outside_loops";
+/// Function attribute: ping-pong between the two consumer warpgroups was asked for (config
+/// knob ping_pong; tile-ping-pong).
+inline constexpr llvm::StringLiteral kPingPongAttrName = "tile.ping_pong";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config

@@ -504,6 +504,21 @@ def Tile_SetMaxRegistersOp : Tile_Op<"set_max_registers", [MemoryEffects<[MemWri
   let hasVerifier = 1;
 }
 
+def Tile_WarpgroupTurnOp : Tile_Op<"warpgroup_turn", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "ping-pong: the two consumer warpgroups take turns at issuing their wgmma";
+  let description = [{
+    FlashAttention-3's inter-warpgroup schedule: while one consumer warpgroup's products run
+    on the tensor cores, the other computes its softmax. `take` waits for this warpgroup's
+    turn, `pass` gives the turn to the other, `first` (once, before any `take`) gives the
+    first turn to warpgroup 0. Named barriers 8 and 9 (the warpgroups'), over both (256
+    threads): warpgroup w's `take` completes with the other's `pass` (or `first`).
+
+    Example: `tile.warpgroup_turn take`
+  }];
+  let arguments = (ins Tile_TurnKindAttr:$kind);
+  let assemblyFormat = "custom<Keyword>($kind) attr-dict";
+}
+
 def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
   let summary = "read one stage of a ring into registers";
   let description = [{
