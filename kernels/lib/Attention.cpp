@@ -475,8 +475,15 @@ std::vector<ShippedKernel> shipped_kernels() {
       for (bool causal : {false, true}) {
         std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "");
         std::vector<dsl::Config> configs = attention_forward_configs(padded, causal);
-        for (size_t i = 0; i < configs.size(); ++i)
+        for (size_t i = 0; i < configs.size(); ++i) {
           kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
+          // And with ping-pong where it applies (two consumer warpgroups), ahead of its tuning.
+          if (configs[i].get("warp_specialize", 0) && configs[i]["num_warps"] == 8) {
+            dsl::Config pingPong = configs[i];
+            pingPong.set("ping_pong", 1);
+            kernels.push_back({forwardKernel(dtype), pingPong, variant + ".c" + std::to_string(i) + ".ping_pong"});
+          }
+        }
         const auto &backward = backwardKernels(dtype);
         if (!causal) {
           kernels.push_back({backward[0], deltaConfig(padded), variant});
