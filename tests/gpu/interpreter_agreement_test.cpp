@@ -297,7 +297,8 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
 }
 
 // Block pointers at the block indices the mask lists (the TMA's copies, from producer warps
-// where the config has them): every block-pointer config of the forward and every config of
+// where the config has them): every block-pointer config of the forward (persistent, and with
+// ping-pong, where they apply) and every config of
 // the backward with block pointers on, on the GPU against the interpreter, random 128x128 blocks with an empty query block, partial blocks through a
 // mask_mod, ragged ends and a GQA group. n = 304: a 16-multiple, whose LSE and delta rows the
 // dK/dV pass's TMA copies too (300 in BlockSparseBackward keeps them on pointers).
@@ -357,10 +358,17 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     };
     expectAgreement(tuned, "tuned configs");
     int configs = 0;
+    // And persistent programs beside a producer warpgroup; where two consumer warpgroups
+    // compute, also taking turns at their wgmma (ping_pong).
     for (dsl::Config config : kernels::attention_forward_configs(d, false))
-      for (int persistent : {0, 1}) // and persistent programs beside a producer warpgroup
-        if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
+      for (int persistent : {0, 1})
+        for (int ping_pong : {0, 1}) {
+          const bool specialized = config.get("warp_specialize", 0) != 0;
+          if (!config.get("BLOCK_POINTERS", 0) || ((persistent || ping_pong) && !specialized) ||
+              (ping_pong && config["num_warps"] != 8))
+            continue;
           config.set("PERSISTENT", persistent);
+          config.set("ping_pong", ping_pong);
           kernels::AttentionOptions forward;
           forward.config = config;
           expectAgreement(run(forward, {}), "forward " + config.str());
