@@ -327,9 +327,9 @@ func.func @staged_a(%p: tensor<64x128xf16, #s>, %acc: tensor<128x128xf32, #kv>, 
 // CHECK-COUNT-4: stmatrix.sync.aligned.m8n8.x4.shared.b16
 // CHECK: fence.proxy.async.shared::cta
 // CHECK-NEXT: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
-// CHECK-NEXT: %[[TWO:.*]] = llvm.mlir.constant(2 : i32)
 // CHECK-NEXT: %[[SEVEN:.*]] = llvm.mlir.constant(7 : i32)
 // CHECK-NEXT: %[[WG:.*]] = llvm.lshr %[[TID]], %[[SEVEN]]
+// CHECK-NEXT: %[[TWO:.*]] = llvm.mlir.constant(2 : i32)
 // CHECK-NEXT: %[[ID:.*]] = llvm.add %[[WG]], %[[TWO]]
 // CHECK-NEXT: %[[THREADS:.*]] = llvm.mlir.constant(128 : i32)
 // CHECK-NEXT: nvvm.barrier id = %[[ID]] number_of_threads = %[[THREADS]]

@@ -817,26 +817,27 @@ struct SetMaxRegistersLowering : ConvertOpToLLVMPattern<SetMaxRegistersOp> {
   }
 };
 
-/// Ping-pong's turns: named barrier 8 + w is consumer warpgroup w's, over both (256 threads);
-/// a take waits on its own, a pass arrives on the other's.
+/// Ping-pong's turns: named barrier kTurnBarriers + w is consumer warpgroup w's, over both (256
+/// threads); a take waits on its own, a pass arrives on the other's.
 struct WarpgroupTurnLowering : ConvertOpToLLVMPattern<WarpgroupTurnOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(WarpgroupTurnOp op, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    Value tid = NVVM::ThreadIdXOp::create(rewriter, loc, rewriter.getI32Type());
-    Value warpgroup = LLVM::LShrOp::create(rewriter, loc, tid, i32Constant(rewriter, loc, 7));
+    Value warpgroup = warpgroupIndex(rewriter, loc);
     switch (op.getKind()) {
     case TurnKind::first: // warpgroup 1 gives warpgroup 0 the first turn
-      ptx(rewriter, loc, Type(), "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $0, 1;\n\t@p bar.arrive 8, 256;\n\t}", "r",
-          {warpgroup}, true);
+      ptx(rewriter, loc, Type(),
+          "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $0, 1;\n\t@p bar.arrive " + std::to_string(kTurnBarriers) +
+              ", 256;\n\t}",
+          "r", {warpgroup}, true);
       break;
     case TurnKind::take: {
-      Value own = LLVM::AddOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, 8));
+      Value own = LLVM::AddOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, kTurnBarriers));
       NVVM::BarrierOp::create(rewriter, loc, TypeRange{}, own, i32Constant(rewriter, loc, 256), {}, Value{});
       break;
     }
     case TurnKind::pass: { // (nvvm.barrier.arrive does not translate to LLVM IR by itself)
-      Value other = LLVM::SubOp::create(rewriter, loc, i32Constant(rewriter, loc, 9), warpgroup);
+      Value other = LLVM::SubOp::create(rewriter, loc, i32Constant(rewriter, loc, kTurnBarriers + 1), warpgroup);
       ptx(rewriter, loc, Type(), "bar.arrive $0, 256;", "r", {other}, true);
       break;
     }

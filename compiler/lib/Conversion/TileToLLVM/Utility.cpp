@@ -120,13 +120,18 @@ void barrier(OpBuilder &b, Location loc) {
   }
   // A warp-specialized kernel's tile code runs in its consumer warps alone: barrier 1 over
   // them (the producer warpgroup never joins one).
-  NVVM::BarrierOp::create(b, loc, mlir::TypeRange{}, i32Constant(b, loc, 1), i32Constant(b, loc, numWarpsOf(at) * 32),
-                          {}, Value{});
+  NVVM::BarrierOp::create(b, loc, mlir::TypeRange{}, i32Constant(b, loc, kConsumersBarrier),
+                          i32Constant(b, loc, numWarpsOf(at) * 32), {}, Value{});
+}
+
+Value warpgroupIndex(OpBuilder &b, Location loc) {
+  Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+  return LLVM::LShrOp::create(b, loc, tid, i32Constant(b, loc, 7));
 }
 
 void warpgroupBarrier(OpBuilder &b, Location loc) {
-  Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
-  Value id = LLVM::AddOp::create(b, loc, LLVM::LShrOp::create(b, loc, tid, i32Constant(b, loc, 7)), i32Constant(b, loc, 2));
+  Value warpgroup = warpgroupIndex(b, loc);
+  Value id = LLVM::AddOp::create(b, loc, warpgroup, i32Constant(b, loc, kWarpgroupBarriers));
   NVVM::BarrierOp::create(b, loc, mlir::TypeRange{}, id, i32Constant(b, loc, 128), {}, Value{});
 }
 

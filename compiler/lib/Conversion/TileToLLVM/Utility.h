@@ -60,11 +60,15 @@ Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
 Value sharedMemory(OpBuilder &b, Location loc, mlir::Operation *op, int64_t offset);
 /// Where tile-allocate-shared-memory put `op`'s scratch or staging (tile.smem_offset).
 int64_t smemOffset(mlir::Operation *op);
+/// Named barriers besides the CTA's (0): a warp-specialized kernel's consumer warps', each
+/// warpgroup's own (this + its index), ping-pong's turns (this + the consumer warpgroup's).
+constexpr int kConsumersBarrier = 1, kWarpgroupBarriers = 2, kTurnBarriers = 8;
 /// A barrier of the threads that run tile code: the CTA's, or a warp-specialized kernel's
 /// consumer warps'.
 void barrier(OpBuilder &b, Location loc);
-/// A barrier of the executing warpgroup's 4 warps only (named barrier 2 + its index; 0 and 1
-/// are the CTA's and the consumer warps').
+/// The executing thread's warpgroup: tid / 128.
+Value warpgroupIndex(OpBuilder &b, Location loc);
+/// A barrier of the executing warpgroup's 4 warps only.
 void warpgroupBarrier(OpBuilder &b, Location loc);
 
 /// A value of element type `element` as it is stored in memory (i1 as i8, pointers as i64) and
