@@ -8,12 +8,14 @@
 #include "tessera/jit/Runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tessera::bench {
@@ -42,6 +44,21 @@ inline void fillNormal(jit::DeviceBuffer &buffer, dsl::DType dtype, size_t count
   for (uint16_t &x : host)
     x = dtype == dsl::DType::bf16 ? to_bf16(normal(gen)) : to_half(normal(gen));
   buffer.copy_from_host(host.data(), count * sizeof(uint16_t));
+}
+
+/// Milliseconds a call over `calls` back-to-back calls, after a 2 s idle pause and one warm
+/// call: the steady state of a kernel that runs at the power cap.
+inline double sustained_ms(const std::function<void()> &run, int calls) {
+  run();
+  jit::synchronize();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  jit::Event start, stop;
+  start.record();
+  for (int i = 0; i < calls; ++i)
+    run();
+  stop.record();
+  stop.synchronize();
+  return stop.elapsed_since(start) / calls;
 }
 
 /// Median milliseconds of `runs` timed runs after `warmup` untimed ones.

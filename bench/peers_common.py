@@ -1,4 +1,6 @@
 """Timing shared by the peer scripts: CUDA events around each run, median after warm-up."""
+import time
+
 import torch
 
 
@@ -15,3 +17,18 @@ def median_ms(fn, warmup=10, runs=100):
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return sorted(times)[len(times) // 2]
+
+
+def sustained_ms(fn, calls):
+    """Milliseconds a call over `calls` back-to-back calls, after a 2 s idle pause and one warm
+    call: the steady state of a kernel that runs at the power cap (bench_util.h's twin)."""
+    fn()
+    torch.cuda.synchronize()
+    time.sleep(2.0)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / calls
