@@ -149,7 +149,7 @@ TEST_F(GpuTest, AttentionForwardPingPong) {
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
       for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
-        if (!config.get("warp_specialize", 0) || config.get("num_warps", 4) != 8)
+        if (!kernels::ping_pong_applies(config))
           continue;
         config.set("ping_pong", 1);
         SCOPED_TRACE(config.str());

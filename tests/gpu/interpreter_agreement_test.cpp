@@ -359,13 +359,14 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     expectAgreement(tuned, "tuned configs");
     int configs = 0;
     // And persistent programs beside a producer warpgroup; where two consumer warpgroups
-    // compute, also taking turns at their wgmma (ping_pong).
+    // compute, also taking turns at their wgmma (ping_pong; the space's ping-pong configs are
+    // their twins' with it, run here as those).
     for (dsl::Config config : kernels::attention_forward_configs(d, false))
       for (int persistent : {0, 1})
         for (int ping_pong : {0, 1}) {
           const bool specialized = config.get("warp_specialize", 0) != 0;
-          if (!config.get("BLOCK_POINTERS", 0) || ((persistent || ping_pong) && !specialized) ||
-              (ping_pong && config["num_warps"] != 8))
+          if (!config.get("BLOCK_POINTERS", 0) || config.get("ping_pong", 0) || (persistent && !specialized) ||
+              (ping_pong && !kernels::ping_pong_applies(config)))
             continue;
           config.set("PERSISTENT", persistent);
           config.set("ping_pong", ping_pong);

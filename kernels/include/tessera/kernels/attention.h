@@ -59,6 +59,11 @@ enum class BackwardPass { keys_values, queries, keys_values_adding_dq };
 /// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h).
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal);
 
+/// Whether FlashAttention-3's ping-pong (knob ping_pong = 1: the two consumer warpgroups take
+/// turns at their tensor-core products) fits a forward config: warp-specialized, with two
+/// consumer warpgroups (num_warps = 8).
+bool ping_pong_applies(const dsl::Config &config);
+
 /// The configs a backward pass is autotuned over, like attention_forward_configs (each pass
 /// tuned on its own; the first is the default).
 std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causal, BackwardPass pass);
