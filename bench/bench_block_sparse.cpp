@@ -3,7 +3,9 @@
 // 128x128 blocks at 25% (no mask_mod: visited blocks are whole) and a density sweep 5%-100%,
 // plus tessera's dense time for the "within 1.3x of density x dense" bar. The random blocks
 // come from a formula that peers_block_sparse.py repeats, so FlexAttention gets the same mask
-// in the same run. JSON lines go to argv[1].
+// in the same run. JSON lines go to argv[1]; argv[2] (optional) keeps only the masks it names
+// (comma-separated, e.g. sliding_window,random_25); the dense kernels are always timed. Each
+// line is flushed as it is measured, so a run cut short keeps what it measured.
 #include "bench_util.h"
 #include "tessera/jit/Runtime.h"
 #include "tessera/kernels/block_sparse.h"
@@ -60,8 +62,11 @@ int main(int argc, char **argv) {
   window.mask_mod = kernels::mask_mods::sliding_window(1024);
   const kernels::BlockSparseAttention windowed(window), plain;
   std::printf("%-16s %8s %10s %10s %12s %12s\n", "mask", "density", "fwd ms", "bwd ms", "fwd TFLOP/s", "bwd TFLOP/s");
+  const std::string only = argc > 2 ? "," + std::string(argv[2]) + "," : "";
   auto measure = [&](const std::string &name, const kernels::BlockSparseAttention &attention,
                      const kernels::BlockMask &mask) {
+    if (!only.empty() && only.find("," + name + ",") == std::string::npos)
+      return;
     // FLOPs of the visited blocks (the density), as FlexAttention's benchmarks count them.
     const double flops = 4.0 * B * H * N * N * D * mask.density();
     double fwd = bench::median_ms([&] { attention.forward(view(0), view(1), view(2), view(3), lseView, mask); }, 5, 30);
@@ -72,7 +77,8 @@ int main(int argc, char **argv) {
                 2.5 * flops / bwd / 1e9);
     json << "{\"bench\": \"block_sparse\", \"gpu\": \"" << gpu << "\", \"provider\": \"tessera\", \"mask\": \"" << name
          << "\", \"density\": " << mask.density() << ", \"batch\": " << B << ", \"heads\": " << H << ", \"n\": " << N
-         << ", \"d\": " << D << ", \"fwd_ms\": " << fwd << ", \"bwd_ms\": " << bwd << "}\n";
+         << ", \"d\": " << D << ", \"fwd_ms\": " << fwd << ", \"bwd_ms\": " << bwd << "}" << std::endl;
+    std::fflush(stdout);
   };
   // The dense kernels on the same inputs: the time the sparse ones should scale down from.
   double dense_fwd = bench::median_ms([&] { kernels::attention_forward(view(0), view(1), view(2), view(3), lseView); }, 5, 30);
@@ -81,7 +87,8 @@ int main(int argc, char **argv) {
   }, 5, 30);
   std::printf("%-16s %8.3f %10.3f %10.3f\n", "dense kernels", 1.0, dense_fwd, dense_bwd);
   json << "{\"bench\": \"block_sparse\", \"gpu\": \"" << gpu << "\", \"provider\": \"tessera_dense\", \"mask\": \"none\", "
-       << "\"density\": 1, \"fwd_ms\": " << dense_fwd << ", \"bwd_ms\": " << dense_bwd << "}\n";
+       << "\"density\": 1, \"fwd_ms\": " << dense_fwd << ", \"bwd_ms\": " << dense_bwd << "}" << std::endl;
+  std::fflush(stdout);
   measure("sliding_window", windowed, kernels::BlockMask::sliding_window(B, N, 1024));
   measure("dense", plain, randomMask(1.0));
   for (double density : {0.05, 0.1, 0.25, 0.5, 0.75})
