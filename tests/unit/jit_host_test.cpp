@@ -190,6 +190,24 @@ TEST(CompilerConfig, SharedAddressesTakeOneRegister) {
   EXPECT_FALSE(std::regex_search(ptx, std::regex(R"((ld|st)\.shared[^\n]*\[%rd)")));
 }
 
+// A select on several conditions keeps them one predicate (and.pred, which ptxas folds into its
+// compares): LLVM's NVPTX lowering would otherwise chain one select per condition.
+TEST(CompilerConfig, SelectOnCombinedConditionsIsOneSelect) {
+  Kernel masked = kernel("masked", [](Ptr<f32> x, Ptr<f32> y, Int n, Int lo, Int skip) {
+    Tile i = arange(0, 512);
+    store(y + i, where(i < n && i >= lo && i != skip, load(x + i), -INFINITY));
+  });
+  std::string ptx = compiler::compile(masked.trace({{"num_warps", 4}}), compiler::Target{9, 0}).ptx;
+  auto count = [&](const std::string &text) {
+    size_t n = 0;
+    for (size_t at = ptx.find(text); at != std::string::npos; at = ptx.find(text, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_GT(count("and.pred"), 0u);
+  EXPECT_EQ(count("selp.f32"), 4u) << ptx; // 512 elements over 128 threads: one select each
+}
+
 // programs_per_sm: each program gets its share of an SM's 65536 registers; a producer
 // warpgroup beside 4 warps, 2 programs an SM, starts at 32768 / 256 threads and gives the
 // consumers all but 24 a thread of its own.
