@@ -40,13 +40,15 @@ struct QueryBlock {
 /// sequences (they may read tensors at them); the bounds drop what lies past the ends. None
 /// (every pair) for a full block without score_mod: its keys lie within n_kv (BlockMask lists
 /// a ragged last key block as partial), and query rows past n_q add nothing to dK, dV (their
-/// Q, dO, LSE and delta read 0: P = 1, dS = 0) and give dQ rows that are not stored.
+/// Q, dO, LSE and delta read 0: P = 1, dS = 0) and give dQ rows that are not stored. Without
+/// `bound_rows`, query rows past n_q stay visible: the forward, where a row's softmax is its
+/// own and such rows are not stored, saves a compare a score.
 std::optional<Tile> visibleIn(const Modifiers &mods, bool partial, const Tile &batch, const Tile &head,
                               const Tile &q_idx, const Tile &kv_idx, const Tile &n_q, const Tile &n_kv,
-                              const Tile &aux) {
+                              const Tile &aux, bool bound_rows = true) {
   if (!partial && !mods.score_mod)
     return std::nullopt;
-  Tile ok = q_idx < n_q && kv_idx < n_kv;
+  Tile ok = bound_rows ? (q_idx < n_q && kv_idx < n_kv) : kv_idx < n_kv;
   if (partial && mods.mask_mod)
     ok = ok && mods.mask_mod(batch, head, minimum(q_idx, n_q - 1), minimum(kv_idx, n_kv - 1), aux);
   return ok;
@@ -129,7 +131,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
           Tile scores = transform.scale ? qk : transform.logits(qk);
           if (partial)
             scores = where(*visibleIn(mods, true, batch, head, expand_dims(rows, 1), expand_dims(cols, 0), n_q, n_kv,
-                                     mask_aux),
+                                     mask_aux, /*bound_rows=*/false),
                            scores, -INFINITY);
           if (overlap)
             softmax.add_deferred(scores, transform.scale);
