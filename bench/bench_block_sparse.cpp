@@ -5,7 +5,9 @@
 // come from a formula that peers_block_sparse.py repeats, so FlexAttention gets the same mask
 // in the same run. JSON lines go to argv[1]; argv[2] (optional) keeps only the masks it names
 // (comma-separated, e.g. sliding_window,random_25); the dense kernels are always timed. Each
-// line is flushed as it is measured, so a run cut short keeps what it measured.
+// line is flushed as it is measured, so a run cut short keeps what it measured. Every time is
+// taken from rest (median_ms_from_rest; peers_block_sparse.py the same), so that the dense
+// time the bar divides by and each mask's start from the same heat and power state.
 #include "bench_util.h"
 #include "tessera/jit/Runtime.h"
 #include "tessera/kernels/block_sparse.h"
@@ -69,8 +71,8 @@ int main(int argc, char **argv) {
       return;
     // FLOPs of the visited blocks (the density), as FlexAttention's benchmarks count them.
     const double flops = 4.0 * B * H * N * N * D * mask.density();
-    double fwd = bench::median_ms([&] { attention.forward(view(0), view(1), view(2), view(3), lseView, mask); }, 5, 30);
-    double bwd = bench::median_ms([&] {
+    double fwd = bench::median_ms_from_rest([&] { attention.forward(view(0), view(1), view(2), view(3), lseView, mask); }, 5, 30);
+    double bwd = bench::median_ms_from_rest([&] {
       attention.backward(view(0), view(1), view(2), view(3), lseView, view(4), view(5), view(6), view(7), mask);
     }, 5, 30);
     std::printf("%-16s %8.3f %10.3f %10.3f %12.1f %12.1f\n", name.c_str(), mask.density(), fwd, bwd, flops / fwd / 1e9,
@@ -81,8 +83,8 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   };
   // The dense kernels on the same inputs: the time the sparse ones should scale down from.
-  double dense_fwd = bench::median_ms([&] { kernels::attention_forward(view(0), view(1), view(2), view(3), lseView); }, 5, 30);
-  double dense_bwd = bench::median_ms([&] {
+  double dense_fwd = bench::median_ms_from_rest([&] { kernels::attention_forward(view(0), view(1), view(2), view(3), lseView); }, 5, 30);
+  double dense_bwd = bench::median_ms_from_rest([&] {
     kernels::attention_backward(view(0), view(1), view(2), view(3), lseView, view(4), view(5), view(6), view(7));
   }, 5, 30);
   std::printf("%-16s %8.3f %10.3f %10.3f\n", "dense kernels", 1.0, dense_fwd, dense_bwd);

@@ -79,6 +79,16 @@ inline double median_ms(const std::function<void()> &run, int warmup = 10, int r
   return times[runs / 2];
 }
 
+/// median_ms after one call (which may compile and autotune) and a 1 s idle pause: measurements
+/// taken one after another otherwise start from whatever heat and power state the one before
+/// left (the H200 runs attention near its 700 W cap), which favours what is measured first.
+inline double median_ms_from_rest(const std::function<void()> &run, int warmup = 10, int runs = 100) {
+  run();
+  jit::synchronize();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  return median_ms(run, warmup, runs);
+}
+
 } // namespace tessera::bench
 
 #endif // TESSERA_BENCH_BENCH_UTIL_H

@@ -7,7 +7,7 @@ import sys
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from peers_common import median_ms
+from peers_common import median_ms_from_rest
 
 B, H, N, D, BLOCK = 4, 16, 8192, 128, 128
 
@@ -34,9 +34,9 @@ def main():
     for name, mask_mod in masks.items():
         block_mask = create_block_mask(mask_mod, None, H, N, N)
         leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-        fwd = median_ms(lambda: attention(*leaves, block_mask=block_mask), warmup=5, runs=30)
+        fwd = median_ms_from_rest(lambda: attention(*leaves, block_mask=block_mask), warmup=5, runs=30)
         o = attention(*leaves, block_mask=block_mask)
-        bwd = median_ms(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True), warmup=5, runs=30)
+        bwd = median_ms_from_rest(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True), warmup=5, runs=30)
         row = {"bench": "block_sparse", "gpu": torch.cuda.get_device_name(), "provider": "flex", "mask": name,
                "density": 1 - block_mask.sparsity() / 100, "batch": B, "heads": H, "n": N,
                "d": D, "fwd_ms": fwd, "bwd_ms": bwd}

@@ -32,3 +32,13 @@ def sustained_ms(fn, calls):
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop) / calls
+
+
+def median_ms_from_rest(fn, warmup=10, runs=100):
+    """median_ms after one call (which may compile) and a 1 s idle pause, as bench_util.h's:
+    every measurement starts from the same heat and power state, not the one the measurement
+    before left."""
+    fn()
+    torch.cuda.synchronize()
+    time.sleep(1.0)
+    return median_ms(fn, warmup, runs)
