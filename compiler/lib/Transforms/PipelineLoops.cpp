@@ -433,9 +433,9 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
 
   // Nothing may still write the cp.async rings after the loop (every copy was for an
   // iteration that waited for it), and the CTA barrier keeps later fills of their memory from
-  // landing under a warp still reading the last stage.
+  // landing under a warp still reading the last stage (with TMA rings only, that is all it does).
   b.setInsertionPointAfter(loop);
-  AsyncWaitOp::create(b, loc, b.getI32IntegerAttr(0));
+  AsyncWaitOp::create(b, loc, /*pending=*/0, /*orders_refills=*/rings.copied.empty());
   if (!ring)
     return filled;
   // The loop's iterations: ceil((upper - lower) / step), none where upper <= lower.

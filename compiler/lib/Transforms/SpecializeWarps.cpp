@@ -255,6 +255,27 @@ private:
   DenseSet<Operation *> emitted;
 };
 
+/// Drops the consumers' waits after their TMA loops (orders_refills): the producer, which fills
+/// the rings, never joins their barrier, and its empty barriers order the refills. Unless a
+/// consumer writes shared memory after its first loop (a stage, a copy, a bulk add's staging,
+/// whose memory may be what a lagging warp still reads): there the barrier stays.
+void dropRefillWaits(Block &consumers) {
+  bool pastLoop = false, writesAfter = false;
+  consumers.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    pastLoop |= isa<scf::ForOp>(op);
+    writesAfter |= pastLoop && isa<SharedStoreOp, AsyncCopyOp, BulkAddOp>(op);
+  });
+  if (writesAfter)
+    return;
+  SmallVector<AsyncWaitOp> drops;
+  consumers.walk([&](AsyncWaitOp wait) {
+    if (wait.getOrdersRefills())
+      drops.push_back(wait);
+  });
+  for (AsyncWaitOp wait : drops)
+    wait.erase();
+}
+
 /// Splits `func` into the producer warpgroup and the consumers (the kernel's num_warps warps).
 LogicalResult specialize(func::FuncOp func) {
   SmallVector<TmaLoadOp> loads;
@@ -367,6 +388,7 @@ LogicalResult specialize(func::FuncOp func) {
   }
   func.walk([](WaitBarrierOp wait) { wait.setSync(false); });
   func.walk([](DotWaitOp wait) { wait.setBarrier(false); });
+  dropRefillWaits(*consumers);
   return success();
 }
 

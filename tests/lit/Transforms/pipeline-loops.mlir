@@ -23,7 +23,7 @@
 // CHECK: tile.dot %[[X]], %[[Y]]
 // CHECK-NOT: tile.load
 // CHECK: scf.yield
-// CHECK: tile.async_wait 0
+// CHECK: tile.async_wait 0{{$}}
 func.func @matmul_loop(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %k: i32) -> tensor<64x64xf32> attributes {tile.num_stages = 3 : i32} {
   %c0 = arith.constant 0 : i32
   %c32 = arith.constant 32 : i32
@@ -254,7 +254,8 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
 // per 128-byte atom), one mbarrier per stage expecting both loads (the ring made at the
 // kernel's start), each iteration waiting for its stage's phase (iteration / stages) % 2 with
 // a CTA barrier before it refills; the loads name their fill number (the stage is that modulo
-// the stages). After the loop a CTA barrier (async_wait 0) lets other rings reuse the memory.
+// the stages). After the loop a CTA barrier (async_wait 0) lets other rings reuse the memory;
+// it waits for no copy, only orders refills (orders_refills).
 // CHECK-LABEL: func.func @tma_loop
 // CHECK-SAME: %[[A:[a-z0-9]+]]: !tile.ptr<f16> {tile.divisibility = 16 : i32}
 // CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !tile.tensor_map {tile.tensor_map = {box = array<i64: 128, 32>, element_bytes = 2 : i64, pointer = 0 : i64, shape_args = array<i64: 2, 4>, shape_values = array<i64: 0, 0>, stride_args = array<i64: 4, -1>, stride_values = array<i64: 0, 1>, swizzle_bytes = 64 : i64}}
@@ -282,7 +283,7 @@ func.func @indexed_blocks_of_a_written_table(%table: !tile.ptr<i32>, %b: !tile.p
 // CHECK-NOT: tile.block_load
 // CHECK: scf.yield
 // CHECK-NEXT: }
-// CHECK-NEXT: tile.async_wait 0
+// CHECK-NEXT: tile.async_wait 0 {orders_refills}
 // CHECK-NEXT: return
 func.func @tma_loop(%a: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %b: !tile.ptr<f16> {tile.divisibility = 16 : i32},
                     %m: i32, %n: i32 {tile.divisibility = 16 : i32}, %k: i32 {tile.divisibility = 16 : i32})

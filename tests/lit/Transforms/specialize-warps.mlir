@@ -88,6 +88,94 @@ func.func @matmul_ring(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: 
 
 // -----
 
+// The wait after a TMA loop that only ordered its refills (orders_refills) goes from the
+// consumers: the producer never joins its barrier, and the empty barriers order the fills.
+// CHECK-LABEL: func.func @refill_wait
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: tile.dot_wait {pending = 0 : i32}
+// CHECK-NOT: tile.async_wait
+// CHECK: return
+func.func @refill_wait(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 16400 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = arith.cmpi sgt, %k, %c0 : i32
+  tile.tma_load %map, %bp into %tiles[%c0], %bars if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  %out:2 = scf.for %i = %c0 to %k step %c64 iter_args(%acc = %zero, %at = %bp) -> (tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>) : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c2 : i32
+    %ahead = arith.addi %it, %c1 : i32
+    %parity = arith.andi %it, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity : !tile.shared<2 x tensor<1xi64>>
+    %b = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+    %d = tile.dot %b, %b, %acc {async} : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    tile.dot_wait {barrier, pending = 0 : i32}
+    %next = arith.addi %i, %c64 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %step = tile.advance %at, [%c64, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %step into %tiles[%ahead], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    scf.yield %d, %step : tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>
+  }
+  tile.async_wait 0 {orders_refills}
+  return
+}
+
+// -----
+
+// It stays where the consumers write shared memory after their first loop (here a stage of
+// the result), which may be memory a lagging warp still reads.
+// CHECK-LABEL: func.func @refill_wait_before_a_store
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: tile.async_wait 0 {orders_refills}
+// CHECK: tile.shared_store
+func.func @refill_wait_before_a_store(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %k: i32)
+    attributes {tile.warp_specialize, tile.num_warps = 4 : i32, tile.shared_memory = 24592 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c2 = arith.constant 2 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %tiles = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<1xi64>>
+  %result = tile.shared_alloc {tile.smem_offset = 16400 : i64} : !tile.shared<1 x tensor<64x64xf16>>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %first = arith.cmpi sgt, %k, %c0 : i32
+  tile.tma_load %map, %bp into %tiles[%c0], %bars if %first : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  %out:2 = scf.for %i = %c0 to %k step %c64 iter_args(%acc = %zero, %at = %bp) -> (tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>) : i32 {
+    %it = arith.divsi %i, %c64 : i32
+    %slot = arith.remsi %it, %c2 : i32
+    %ahead = arith.addi %it, %c1 : i32
+    %parity = arith.andi %it, %c1 : i32
+    tile.wait_barrier %bars[%slot], %parity : !tile.shared<2 x tensor<1xi64>>
+    %b = tile.shared_load %tiles[%slot] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16>
+    %d = tile.dot %b, %b, %acc {async} : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    tile.dot_wait {barrier, pending = 0 : i32}
+    %next = arith.addi %i, %c64 : i32
+    %active = arith.cmpi slt, %next, %k : i32
+    %step = tile.advance %at, [%c64, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    tile.tma_load %map, %step into %tiles[%ahead], %bars if %active : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+    scf.yield %d, %step : tensor<64x64xf32>, !tile.block_ptr<tensor<64x64xf16>>
+  }
+  tile.async_wait 0 {orders_refills}
+  %half = arith.truncf %out#0 : tensor<64x64xf32> to tensor<64x64xf16>
+  tile.shared_store %half, %result[%c0] : tensor<64x64xf16>, !tile.shared<1 x tensor<64x64xf16>>
+  return
+}
+
+// -----
+
 // Two rings one after the other, 4 consumer warps (no register reallocation: 256 threads may
 // hold 255 registers each anyway): each has its empty barriers, and its fills wait on them
 // alone (the rings of a warp-specialized kernel never share memory). The empty rings fill the

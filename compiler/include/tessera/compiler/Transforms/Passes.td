@@ -176,11 +176,13 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
     laid out as before) run the rest, and where a loop refilled a stage each of their warps now
     arrives on that stage's empty barrier instead, in every iteration (the releases of a loop's
     last iterations let the next loop's, or the next tile's, first fills go), so the CTA
-    barriers that protected refills go (`sync` of stage waits, `barrier` of dot waits); every
-    other CTA barrier of theirs becomes a named barrier over the consumers alone (lowering). All
-    barriers are initialized before the split; new ones are placed after the kernel's shared
-    memory (tile-allocate-shared-memory never lets its rings share memory). With 8 or more
-    consumer warps the producer gives registers back (setmaxnreg) and the consumers take them.
+    barriers that protected refills go (`sync` of stage waits, `barrier` of dot waits, and the
+    `tile.async_wait 0 {orders_refills}` after their TMA loops, unless the consumers write
+    shared memory after their first loop); every other CTA barrier of theirs becomes a named
+    barrier over the consumers alone (lowering). All barriers are initialized before the split;
+    new ones are placed after the kernel's shared memory (tile-allocate-shared-memory never lets
+    its rings share memory). With 8 or more consumer warps the producer gives registers back
+    (setmaxnreg) and the consumers take them.
     cp.async copies stay with the consumers: their rings' refills wait behind the consumers'
     named barrier (a persistent kernel's Q, one stage per tile). A kernel whose TMA loads sit in
     anything but loops, whose rings are initialized elsewhere than in its body, or whose loads

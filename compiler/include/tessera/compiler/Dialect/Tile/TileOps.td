@@ -405,9 +405,14 @@ def Tile_AsyncWaitOp : Tile_Op<"async_wait", [MemoryEffects<[MemRead, MemWrite]>
     After it, every thread sees the tiles of the completed groups, and every thread has finished
     reading the stages it read before it (so they may be refilled).
 
-    Example: `tile.async_wait 1`
+    With `orders_refills` it follows a loop whose rings the TMA fills: it waits for no copy,
+    and its barrier only keeps later fills from landing under a warp still reading the loop's
+    last stages. tile-specialize-warps drops it where the producer's empty barriers order those
+    fills and the consumers write no shared memory after their first loop.
+
+    Example: `tile.async_wait 1`, `tile.async_wait 0 {orders_refills}`
   }];
-  let arguments = (ins I32Attr:$pending);
+  let arguments = (ins I32Attr:$pending, UnitAttr:$orders_refills);
   let assemblyFormat = "$pending attr-dict";
 }
 
