@@ -7,6 +7,7 @@
 #include "tessera/kernels/attention.h"
 #include "tessera/jit/Runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -54,7 +55,8 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < spaceSize; ++i) {
               dsl::Config config = configs[i];
               config.set(knob.substr(0, knob.find('=')), std::stoll(knob.substr(knob.find('=') + 1)));
-              configs.push_back(config);
+              if (std::find(configs.begin(), configs.end(), config) == configs.end()) // the space may hold it
+                configs.push_back(config);
             }
           for (size_t i = 0; i < configs.size(); ++i) {
             const dsl::Config &config = configs[i];
