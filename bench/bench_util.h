@@ -46,12 +46,18 @@ inline void fillNormal(jit::DeviceBuffer &buffer, dsl::DType dtype, size_t count
   buffer.copy_from_host(host.data(), count * sizeof(uint16_t));
 }
 
-/// Milliseconds a call over `calls` back-to-back calls, after a 2 s idle pause and one warm
-/// call: the steady state of a kernel that runs at the power cap.
-inline double sustained_ms(const std::function<void()> &run, int calls) {
+/// One call (which may compile and autotune), then `seconds` with the GPU idle: later timing
+/// starts from rest, not from the heat and power state earlier work left.
+inline void callThenRest(const std::function<void()> &run, int seconds) {
   run();
   jit::synchronize();
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+}
+
+/// Milliseconds a call over `calls` back-to-back calls, after one call and a 2 s rest: the
+/// steady state of a kernel that runs at the power cap.
+inline double sustained_ms(const std::function<void()> &run, int calls) {
+  callThenRest(run, 2);
   jit::Event start, stop;
   start.record();
   for (int i = 0; i < calls; ++i)
@@ -79,13 +85,11 @@ inline double median_ms(const std::function<void()> &run, int warmup = 10, int r
   return times[runs / 2];
 }
 
-/// median_ms after one call (which may compile and autotune) and a 1 s idle pause: measurements
-/// taken one after another otherwise start from whatever heat and power state the one before
-/// left (the H200 runs attention near its 700 W cap), which favours what is measured first.
+/// median_ms after one call and a 1 s rest: measurements taken one after another otherwise
+/// start from whatever heat and power state the one before left (the H200 runs attention near
+/// its 700 W cap), which favours what is measured first.
 inline double median_ms_from_rest(const std::function<void()> &run, int warmup = 10, int runs = 100) {
-  run();
-  jit::synchronize();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  callThenRest(run, 1);
   return median_ms(run, warmup, runs);
 }
 

@@ -19,12 +19,18 @@ def median_ms(fn, warmup=10, runs=100):
     return sorted(times)[len(times) // 2]
 
 
-def sustained_ms(fn, calls):
-    """Milliseconds a call over `calls` back-to-back calls, after a 2 s idle pause and one warm
-    call: the steady state of a kernel that runs at the power cap (bench_util.h's twin)."""
+def call_then_rest(fn, seconds):
+    """One call (which may compile), then `seconds` with the GPU idle, as bench_util.h's
+    callThenRest: later timing starts from rest."""
     fn()
     torch.cuda.synchronize()
-    time.sleep(2.0)
+    time.sleep(seconds)
+
+
+def sustained_ms(fn, calls):
+    """Milliseconds a call over `calls` back-to-back calls, after one call and a 2 s rest: the
+    steady state of a kernel that runs at the power cap (bench_util.h's twin)."""
+    call_then_rest(fn, 2.0)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(calls):
@@ -35,10 +41,7 @@ def sustained_ms(fn, calls):
 
 
 def median_ms_from_rest(fn, warmup=10, runs=100):
-    """median_ms after one call (which may compile) and a 1 s idle pause, as bench_util.h's:
-    every measurement starts from the same heat and power state, not the one the measurement
-    before left."""
-    fn()
-    torch.cuda.synchronize()
-    time.sleep(1.0)
+    """median_ms after one call and a 1 s rest, as bench_util.h's: every measurement starts
+    from the same heat and power state, not the one the measurement before left."""
+    call_then_rest(fn, 1.0)
     return median_ms(fn, warmup, runs)

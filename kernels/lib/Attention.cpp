@@ -297,7 +297,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks and d = 64 lose 1-5%),
   // so the tuner decides per GPU and shape.
   if (padded == 128) {
-    dsl::Config pingPong = configs.back();
+    auto twoWarpgroups128 = std::find_if(configs.begin(), configs.end(), [](const dsl::Config &c) {
+      return c["BLOCK_M"] == 128 && c["BLOCK_N"] == 128 && ping_pong_applies(c);
+    });
+    dsl::Config pingPong = *twoWarpgroups128;
     pingPong.set("ping_pong", 1);
     configs.push_back(pingPong);
   }
