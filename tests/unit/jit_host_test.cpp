@@ -176,11 +176,7 @@ TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   EXPECT_LE(staged.shared_memory, compiler::Target{}.max_shared_memory);
   // One barrier over the 256 consumer threads alone: after Q's copy into shared memory (the
   // waits after its two loops only ordered refills, which the empty barriers order).
-  size_t consumerBarriers = 0;
-  for (size_t at = staged.ptx.find("bar.sync \t1, 256;"); at != std::string::npos;
-       at = staged.ptx.find("bar.sync \t1, 256;", at + 1))
-    ++consumerBarriers;
-  EXPECT_EQ(consumerBarriers, 1u);
+  EXPECT_EQ(tessera::testing::count(staged.ptx, "bar.sync \t1, 256;"), 1);
   const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
   EXPECT_LE(tight.shared_memory, staged.shared_memory);
@@ -205,14 +201,8 @@ TEST(CompilerConfig, SelectOnCombinedConditionsIsOneSelect) {
     store(y + i, where(i < n && i >= lo && i != skip, load(x + i), -INFINITY));
   });
   std::string ptx = compiler::compile(masked.trace({{"num_warps", 4}}), compiler::Target{9, 0}).ptx;
-  auto count = [&](const std::string &text) {
-    size_t n = 0;
-    for (size_t at = ptx.find(text); at != std::string::npos; at = ptx.find(text, at + 1))
-      ++n;
-    return n;
-  };
-  EXPECT_GT(count("and.pred"), 0u);
-  EXPECT_EQ(count("selp.f32"), 4u) << ptx; // 512 elements over 128 threads: one select each
+  EXPECT_GT(tessera::testing::count(ptx, "and.pred"), 0);
+  EXPECT_EQ(tessera::testing::count(ptx, "selp.f32"), 4) << ptx; // 512 elements over 128 threads: one select each
 }
 
 // programs_per_sm: each program gets its share of an SM's 65536 registers; a producer
