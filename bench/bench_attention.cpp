@@ -22,12 +22,16 @@ int main(int argc, char **argv) {
   std::printf("%-5s %4s %4s %6s %4s %-7s %10s %10s %12s  %s\n", "dtype", "B", "H", "N", "D", "causal", "ms", "TFLOP/s",
               "default ms", "best config");
   // argv[2] (optional): only this dtype ("f16" or "bf16"); argv[3] and argv[4] (optional):
-  // only this D and N, printing every config's time (an A/B of the tuning space).
-  // argv[5] (optional, KEY=VALUE): also every config with that knob set, where it applies (an
-  // A/B of a knob outside the space, e.g. ping_pong=1); configs it does not fit are skipped.
+  // only this D and N, printing every config's time (an A/B of the tuning space, see below).
+  // argv[5] (optional, KEY=VALUE[,KEY=VALUE...]): also every config with those knobs set, where
+  // they apply (an A/B of knobs outside the space, e.g. ping_pong=1 or
+  // OVERLAP_SOFTMAX=1,num_stages=3); configs they do not fit are skipped.
   std::string only = argc > 2 ? argv[2] : "";
   const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
-  const std::string knob = argc > 5 ? argv[5] : "";
+  const std::string knobs = argc > 5 ? argv[5] : "";
+  // argv[6] (optional): only the configs whose text holds it (and the default), e.g.
+  // warp_specialize=1.
+  const std::string filter = argc > 6 ? argv[6] : "";
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t D : {64, 128}) {
       if ((!only.empty() && dsl::to_string(dtype) != only) || (onlyD && D != onlyD))
@@ -49,33 +53,50 @@ int main(int argc, char **argv) {
           options.causal = causal;
           double ms = 1e30, defaultMs = 0;
           std::string best;
-          std::vector<dsl::Config> configs = kernels::attention_forward_configs(D, causal);
+          // A/B (onlyN): configs whose text lacks `filter` are left out (the default stays), and
+          // every config is timed sustained (300 back-to-back calls after a rest: the steady state
+          // at the power cap, where an H200 runs attention) in 3 interleaved rounds, the median
+          // counting.
+          auto kept = [&](const dsl::Config &c) { return filter.empty() || c.str().find(filter) != std::string::npos; };
+          std::vector<dsl::Config> space = kernels::attention_forward_configs(D, causal), configs;
+          for (size_t i = 0; i < space.size(); ++i)
+            if (i == 0 || kept(space[i]))
+              configs.push_back(space[i]);
           const size_t spaceSize = configs.size();
-          if (!knob.empty())
-            for (size_t i = 0; i < spaceSize; ++i) {
-              dsl::Config config = configs[i];
-              config.set(knob.substr(0, knob.find('=')), std::stoll(knob.substr(knob.find('=') + 1)));
-              if (std::find(configs.begin(), configs.end(), config) == configs.end()) // the space may hold it
-                configs.push_back(config);
+          for (size_t i = 0; i < spaceSize && !knobs.empty(); ++i) {
+            dsl::Config config = configs[i];
+            for (size_t at = 0; at < knobs.size();) {
+              size_t end = std::min(knobs.find(',', at), knobs.size()), equals = knobs.find('=', at);
+              config.set(knobs.substr(at, equals - at), std::stoll(knobs.substr(equals + 1, end - equals - 1)));
+              at = end + 1;
+            }
+            if (kept(config) && std::find(space.begin(), space.end(), config) == space.end())
+              configs.push_back(config);
+          }
+          const int rounds = onlyN ? 3 : 1;
+          std::vector<std::vector<double>> times(configs.size());
+          for (int round = 0; round < rounds; ++round)
+            for (size_t i = 0; i < configs.size(); ++i) {
+              options.config = configs[i];
+              try {
+                auto run = [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); };
+                times[i].push_back(onlyN ? bench::sustained_ms(run, 300) : bench::median_ms(run, 5, 30));
+              } catch (const Error &) {
+                if (i < spaceSize)
+                  throw;
+              } // else the knobs do not fit this config
             }
           for (size_t i = 0; i < configs.size(); ++i) {
-            const dsl::Config &config = configs[i];
-            options.config = config;
-            double t = 0;
-            try {
-              t = bench::median_ms(
-                  [&] { kernels::attention_forward(view(q), view(k), view(v), view(o), lseView, options); }, 5, 30);
-            } catch (const Error &) {
-              if (i < spaceSize)
-                throw;
-              continue; // the knob does not fit this config
-            }
-            if (defaultMs == 0)
+            if (times[i].empty())
+              continue;
+            std::sort(times[i].begin(), times[i].end());
+            double t = times[i][times[i].size() / 2];
+            if (i == 0)
               defaultMs = t;
             if (onlyN)
-              std::printf("  %8.3f ms  %s\n", t, config.str().c_str());
+              std::printf("  %8.3f ms (%.3f-%.3f)  %s\n", t, times[i].front(), times[i].back(), configs[i].str().c_str());
             if (t < ms)
-              ms = t, best = config.str();
+              ms = t, best = configs[i].str();
           }
           double tflops = 4.0 * B * H * N * N * D * (causal ? 0.5 : 1.0) / (ms * 1e9);
           std::printf("%-5s %4lld %4lld %6lld %4lld %-7s %10.3f %10.1f %12.3f  %s\n", dsl::to_string(dtype).c_str(),

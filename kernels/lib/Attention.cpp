@@ -257,11 +257,15 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // programs an SM beat one 128x64 program of two consumer warpgroups by 1-9% (most with the
   // causal mask); at d <= 64 two 64x128 ones beat 64x64 programs through the TMA without a
   // producer by 5-8%. FlashAttention-3's order (OVERLAP_SOFTMAX) pays where the dots run on
-  // Hopper's wgmma; the split into unmasked and masked loops (SPLIT_MASKED) pays with the
-  // causal mask (+25% at d <= 64). At d = 128, 128 x 128 blocks on two consumer warpgroups
-  // beside a producer (Q in shared memory) issue 8.5 instructions a score where 128 x 64 ones
-  // issue 10.4 (the accumulator's rescale is paid once per 128 keys): they won the tuning at N =
-  // 4096 and 8192 (f16, N = 8192: 1.624 ms where the first config takes 1.824; causal 0.954).
+  // Hopper's wgmma: at d <= 64 each warpgroup's softmax otherwise waits on its own QK (ncu: the
+  // exponentials' time and the dots' add up), and with it the 64 x 128 programs run 3-9% faster
+  // (medians of 30 in 5 interleaved rounds, N = 4096 and 8192, f16 and bf16; a third stage
+  // never won: 64 x 128 programs no longer fit two an SM, 64 x 64 ones lose 1-4%). The split
+  // into unmasked and masked loops (SPLIT_MASKED) pays with the causal mask (+25% at d <= 64).
+  // At d = 128, 128 x 128 blocks on two consumer warpgroups beside a producer (Q in shared
+  // memory) issue 8.5 instructions a score where 128 x 64 ones issue 10.4 (the accumulator's
+  // rescale is paid once per 128 keys): they won the tuning at N = 4096 and 8192 (f16, N =
+  // 8192: 1.624 ms where the first config takes 1.824; causal 0.954).
   // At d = 64 the same 128 x 128 shape (and its ping-pong) came within 0.5% of the 64 x 128
   // programs where it won (bf16 N = 8192: 2.284 ms against 2.296) and lost elsewhere: left out.
   struct Shape {
@@ -269,10 +273,11 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   };
   std::vector<Shape> shapes;
   if (padded <= 64)
-    shapes = {{64, 128, 4, 2, 1, 0, 0, 2, 2},  {64, 64, 4, 2, 1, 0, 0, 2, 3},  {64, 64, 4, 3, 1, 0, 0, 1},
-              {64, 64, 4, 3, 1, 0, 0, 0},      {128, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 4, 3, 0, 0, 0, 0},
-              {128, 128, 8, 2, 1, 0, 1, 0},    {64, 64, 4, 3, 1, 0, 1, 0},     {128, 64, 8, 3, 1, 0, 1, 0},
-              {64, 64, 4, 4, 1, 0, 0, 0},      {128, 64, 8, 3, 1, 0, 1, 2}};
+    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 1, 2, 3}, {64, 128, 4, 2, 1, 0, 0, 2, 2},
+              {64, 64, 4, 2, 1, 0, 0, 2, 3},  {64, 64, 4, 3, 1, 0, 0, 1},    {64, 64, 4, 3, 1, 0, 0, 0},
+              {128, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 4, 3, 0, 0, 0, 0},   {128, 128, 8, 2, 1, 0, 1, 0},
+              {64, 64, 4, 3, 1, 0, 1, 0},     {128, 64, 8, 3, 1, 0, 1, 0},   {64, 64, 4, 4, 1, 0, 0, 0},
+              {128, 64, 8, 3, 1, 0, 1, 2}};
   else if (padded <= 128)
     shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
