@@ -219,8 +219,8 @@ void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<c
     config.set("BLOCK_POINTERS", 0);
 }
 
-/// A given config's knobs; PERSISTENT only where `persistent` (block-sparse attention's forward,
-/// the one kernel whose programs take tiles in turn: elsewhere its grid would leave work undone).
+/// A given config's knobs; PERSISTENT only where `persistent` (the forward passes, dense and
+/// block-sparse, whose programs take tiles in turn: elsewhere its grid would leave work undone).
 void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space,
                  bool persistent = false) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
@@ -234,7 +234,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
   }
   if (config.get("PERSISTENT", 0) && !persistent)
-    fail("config " + config.str() + ": PERSISTENT is only for block-sparse attention's forward");
+    fail("config " + config.str() + ": PERSISTENT is only for the forward passes (dense and block-sparse)");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
     fail("config " + config.str() + " is not for head_dim " + std::to_string(padded) +
          (causal ? ", causal" : ", not causal") + " (take one of " + space + ")");
@@ -508,6 +508,11 @@ std::vector<ShippedKernel> shipped_kernels() {
       for (bool causal : {false, true}) {
         std::string variant = dsl::to_string(dtype) + ".d" + std::to_string(padded) + (causal ? ".causal" : "");
         std::vector<dsl::Config> configs = attention_forward_configs(padded, causal);
+        if (configs[0].get("warp_specialize", 0)) { // and with PERSISTENT, a knob outside the space
+          dsl::Config persistent = configs[0];
+          persistent.set("PERSISTENT", 1);
+          kernels.push_back({forwardKernel(dtype), persistent, variant + ".persistent"});
+        }
         for (size_t i = 0; i < configs.size(); ++i) {
           kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
           // And with ping-pong wherever it applies, unless the space holds that config already.
@@ -644,7 +649,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   const double scale = checkedScale(options.scale, head_dim);
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
-    checkConfig(*options.config, padded, options.causal, "attention_forward_configs");
+    checkConfig(*options.config, padded, options.causal, "attention_forward_configs", true);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)

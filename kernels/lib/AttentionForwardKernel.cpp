@@ -20,92 +20,107 @@ template <typename T> Kernel forward() {
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
 
-    // Causal programs differ in work by their query block: the heaviest (last) blocks of the
-    // heads whose K and V share L2 start first, so that the light ones fill the grid's tail.
-    const GridBlock block = gridBlock(causal, n_kv.to<i64>() * head_dim * 4);
-    Tile batch_head = block.batch_head;
-    Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
-    Tile kv_head = head / group;
-    Tile query_block = causal ? num_programs(0) - 1 - block.rank : block.rank;
-    Tile rows = query_block * bm + arange(0, bm);
-    Tile dims = arange(0, d);
-    Tile dim_ok = expand_dims(dims, 0) < head_dim;
-    Tile row_ok = expand_dims(rows, 1) < n_q;
-    Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch, kv_head, block_pointers);
-    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch, kv_head, block_pointers);
-    Tile qk_scale = scale * OnlineSoftmax::log2e;
+    // Query block `query_block` of head `batch_head`: a program's whole work, or with
+    // PERSISTENT one of its tiles.
+    auto attend = [&](const Tile &query_block, const Tile &batch_head) {
+      Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
+      Tile kv_head = head / group;
+      Tile rows = query_block * bm + arange(0, bm);
+      Tile dims = arange(0, d);
+      Tile dim_ok = expand_dims(dims, 0) < head_dim;
+      Tile row_ok = expand_dims(rows, 1) < n_q;
+      Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
+      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch, kv_head, block_pointers);
+      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch, kv_head, block_pointers);
+      Tile qk_scale = scale * OnlineSoftmax::log2e;
 
-    // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
-    // last row's horizon are skipped.
-    Tile diagonal = n_kv - n_q;
-    Tile row_start = query_block * bm;
-    Tile kv_end = n_kv;
-    if (causal)
-      kv_end = maximum(minimum(n_kv, row_start + bm + diagonal), 0);
-    // With SPLIT_MASKED, key blocks that every row of this program sees whole go through a
-    // loop without masks; the ragged tail and the causal diagonal come after them, masked
-    // (less work per block, but two pipelined loops: the tuner decides).
-    Tile full_end = 0;
-    if (split) {
-      full_end = n_kv / bn * bn;
+      // Causal, bottom-right aligned: row i sees keys j <= i + (n_kv - n_q); blocks past the
+      // last row's horizon are skipped.
+      Tile diagonal = n_kv - n_q;
+      Tile row_start = query_block * bm;
+      Tile kv_end = n_kv;
       if (causal)
-        full_end = minimum(full_end, maximum((row_start + diagonal + 1) / bn * bn, 0));
-    }
+        kv_end = maximum(minimum(n_kv, row_start + bm + diagonal), 0);
+      // With SPLIT_MASKED, key blocks that every row of this program sees whole go through a
+      // loop without masks; the ragged tail and the causal diagonal come after them, masked
+      // (less work per block, but two pipelined loops: the tuner decides).
+      Tile full_end = 0;
+      if (split) {
+        full_end = n_kv / bn * bn;
+        if (causal)
+          full_end = minimum(full_end, maximum((row_start + diagonal + 1) / bn * bn, 0));
+      }
 
-    OnlineSoftmax softmax(bm, d);
-    // With OVERLAP_SOFTMAX, FlashAttention-3's order: each block's P @ V is issued after the
-    // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed. One
-    // deferral spans both loops: the unmasked loop's last product is the masked loop's first,
-    // so that no product at the seam multiplies a block of zeros.
-    const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
-    if (overlap)
-      softmax.defer(bn, T::dtype);
-    // Which elements of K or V rows `cols` to read: in a masked loop those before n_kv; a
-    // deferred product's V (`deferred`) those in [0, kv_end), the rows before the first block
-    // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the
-    // tensor reads 0 and other rows are read, but their probabilities are 0.
-    auto readable = [&](const Tile &cols, bool masked, bool deferred) {
-      Tile ok = broadcast_to(dim_ok, {bn, d});
-      if (masked || deferred)
-        ok = ok && expand_dims(cols, 1) < (deferred ? kv_end : n_kv);
-      if (deferred)
-        ok = ok && expand_dims(cols, 1) >= 0;
-      return ok;
+      OnlineSoftmax softmax(bm, d);
+      // With OVERLAP_SOFTMAX, FlashAttention-3's order: each block's P @ V is issued after the
+      // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed. One
+      // deferral spans both loops: the unmasked loop's last product is the masked loop's first,
+      // so that no product at the seam multiplies a block of zeros.
+      const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
+      if (overlap)
+        softmax.defer(bn, T::dtype);
+      // Which elements of K or V rows `cols` to read: in a masked loop those before n_kv; a
+      // deferred product's V (`deferred`) those in [0, kv_end), the rows before the first block
+      // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the
+      // tensor reads 0 and other rows are read, but their probabilities are 0.
+      auto readable = [&](const Tile &cols, bool masked, bool deferred) {
+        Tile ok = broadcast_to(dim_ok, {bn, d});
+        if (masked || deferred)
+          ok = ok && expand_dims(cols, 1) < (deferred ? kv_end : n_kv);
+        if (deferred)
+          ok = ok && expand_dims(cols, 1) >= 0;
+        return ok;
+      };
+      // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced).
+      auto load_v = [&](const Tile &first, bool masked, bool deferred) {
+        return values.load(first, bn, dims, readable(first + arange(0, bn), masked, deferred));
+      };
+      auto visit = [&](Tile begin, Tile end, bool masked) {
+        for_range(begin, end, bn, softmax.state(), [&](Tile start) {
+          Tile cols = start + arange(0, bn);
+          // The dot reads K transposed.
+          Tile k_tile = keys.load(start, bn, dims, readable(cols, masked, false));
+          Tile qk = dot(q_tile, trans(k_tile));
+          if (overlap)
+            softmax.multiply_pending(load_v(start - bn, masked, true));
+          Tile scores = qk; // the softmax scales them by qk_scale
+          if (masked) // keys past n_kv, or with the causal mask those past the diagonal
+            scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, bn), 0),
+                                         row_start, start, n_kv, diagonal),
+                           scores, -INFINITY);
+          if (overlap)
+            softmax.add_deferred(scores, qk_scale);
+          else
+            softmax.add(scores, qk_scale, [&] { return load_v(start, masked, false); });
+        });
+      };
+      if (split)
+        visit(0, full_end, false);
+      visit(full_end, kv_end, true);
+      // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
+      // any block was visited.
+      if (overlap)
+        if_(kv_end > 0, {softmax.acc}, [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, true, true)); });
+      store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
+            softmax.output(T::dtype), row_ok && dim_ok);
+      store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
     };
-    // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced).
-    auto load_v = [&](const Tile &first, bool masked, bool deferred) {
-      return values.load(first, bn, dims, readable(first + arange(0, bn), masked, deferred));
-    };
-    auto visit = [&](Tile begin, Tile end, bool masked) {
-      for_range(begin, end, bn, softmax.state(), [&](Tile start) {
-        Tile cols = start + arange(0, bn);
-        // The dot reads K transposed.
-        Tile k_tile = keys.load(start, bn, dims, readable(cols, masked, false));
-        Tile qk = dot(q_tile, trans(k_tile));
-        if (overlap)
-          softmax.multiply_pending(load_v(start - bn, masked, true));
-        Tile scores = qk; // the softmax scales them by qk_scale
-        if (masked) // keys past n_kv, or with the causal mask those past the diagonal
-          scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, bn), 0),
-                                       row_start, start, n_kv, diagonal),
-                         scores, -INFINITY);
-        if (overlap)
-          softmax.add_deferred(scores, qk_scale);
-        else
-          softmax.add(scores, qk_scale, [&] { return load_v(start, masked, false); });
+    // Causal blocks differ in work: the heaviest (last) query blocks start first.
+    if (cfg.get("PERSISTENT", 0) != 0) {
+      // A program a slot of the SMs, taking tiles in turn: the producer loads the next tile's
+      // Q and first keys and values while the consumers finish this one, and no program
+      // starts or ends between tiles.
+      Tile query_blocks = cdiv(n_q, bm);
+      forEachTile(query_blocks * batches * heads_q, [&](const Tile &tile) {
+        Tile rank = tile % query_blocks;
+        attend(causal ? query_blocks - 1 - rank : rank, tile / query_blocks);
       });
-    };
-    if (split)
-      visit(0, full_end, false);
-    visit(full_end, kv_end, true);
-    // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
-    // any block was visited.
-    if (overlap)
-      if_(kv_end > 0, {softmax.acc}, [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, true, true)); });
-    store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
-          softmax.output(T::dtype), row_ok && dim_ok);
-    store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
+    } else {
+      // The heaviest blocks of the heads whose K and V share L2 start first, so that the light
+      // ones fill the grid's tail.
+      const GridBlock block = gridBlock(causal, n_kv.to<i64>() * head_dim * 4);
+      attend(causal ? num_programs(0) - 1 - block.rank : block.rank, block.batch_head);
+    }
   });
 }
 

@@ -17,7 +17,9 @@ namespace tessera::kernels::detail {
 /// head dim padded to a power of two >= 16), CAUSAL (0/1), SPLIT_MASKED (0/1: unmasked key
 /// blocks in a loop of their own), OVERLAP_SOFTMAX (0/1: FlashAttention-3's order),
 /// BLOCK_POINTERS (0/1: K and V through block pointers of [batch, n_kv, heads_kv, head_dim],
-/// the TMA's on Hopper). Grid: (cdiv(n_q, BLOCK_M), batch * heads_q).
+/// the TMA's on Hopper), PERSISTENT (0/1: the grid's programs, any number of them, take the
+/// query blocks in turn). Grid: (cdiv(n_q, BLOCK_M), batch * heads_q); with PERSISTENT
+/// (programs, 1).
 dsl::Kernel attention_forward_kernel(dsl::DType dtype);
 
 /// BlockMask::from_mask_mod's classifier: grid (query blocks, key blocks, batch * heads),
@@ -52,6 +54,21 @@ dsl::Kernel attention_backward_dq_convert_kernel(dsl::DType dtype);
 /// heads and block counts; mask_mod in partial blocks, score_mod with its score_mod_grad.
 dsl::Kernel block_sparse_backward_dkdv_kernel(dsl::DType dtype, const Modifiers &modifiers);
 dsl::Kernel block_sparse_backward_dq_kernel(dsl::DType dtype, const Modifiers &modifiers);
+
+/// A persistent program's walk over the tiles 0..tiles: program p of G (num_programs(0)) takes
+/// the tiles p, G + p, 2G + p, ..., every other round of G tiles in reverse (not a partial last
+/// one), so that where tiles get heavier along the order (a causal mask's query blocks) each
+/// program's sum evens out: at most 1.03x the mean there, where the plain order gives up to
+/// 1.2x (32 query blocks a head, 132 programs).
+inline void forEachTile(const dsl::Tile &tiles, const std::function<void(const dsl::Tile &)> &body) {
+  using namespace tessera::dsl;
+  Tile programs = num_programs(0), program = program_id(0);
+  for_range(program, tiles, programs, [&](Tile slot) {
+    Tile round = slot / programs, first = round * programs;
+    Tile reversed = round % 2 == 1 && first + programs <= tiles;
+    body(where(reversed, first + programs - 1 - program, slot));
+  });
+}
 
 /// The block along the grid's axis 0 (its rank: 0 first) and the batch-head along axis 1 that
 /// a program of a grid (blocks, batch_heads) works on. With `heaviest_first` (causal blocks

@@ -3,26 +3,11 @@
 #include "tessera/kernels/online_softmax.h"
 
 #include <cmath>
-#include <functional>
 
 namespace tessera::kernels::detail {
 namespace {
 
 using namespace tessera::dsl;
-
-/// A persistent program's walk over the tiles 0..tiles: program p of G (num_programs(0)) takes
-/// the tiles p, G + p, 2G + p, ..., every other round of G tiles in reverse (not a partial last
-/// one), so that where tiles get heavier along the order (a causal mask's query blocks) each
-/// program's sum evens out: at most 1.03x the mean there, where the plain order gives up to
-/// 1.2x (32 query blocks a head, 132 programs).
-void forEachTile(const Tile &tiles, const std::function<void(const Tile &)> &body) {
-  Tile programs = num_programs(0), program = program_id(0);
-  for_range(program, tiles, programs, [&](Tile slot) {
-    Tile round = slot / programs, first = round * programs;
-    Tile reversed = round % 2 == 1 && first + programs <= tiles;
-    body(where(reversed, first + programs - 1 - program, slot));
-  });
-}
 
 /// BLOCK_M query rows of one (batch, head): query block `index` of head `batch_head` (a
 /// program's, on the grid (query blocks, batch * heads_q), or a persistent program's tile).

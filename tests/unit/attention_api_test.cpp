@@ -31,7 +31,7 @@ struct Case {
   bool causal, bhsd;
   DType dtype;
   /// With the first tuned config that sets this knob (OVERLAP_SOFTMAX: FlashAttention-3's
-  /// order; BLOCK_POINTERS: K and V through block pointers).
+  /// order; BLOCK_POINTERS: K and V through block pointers), or PERSISTENT set on the first.
   const char *knob = nullptr;
   /// The backward with dQ added in the dK/dV pass (AttentionOptions::deterministic off).
   bool atomic_dq = false;
@@ -82,6 +82,10 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
     if (c.knob && !options.config && config.get(c.knob, 0))
       options.config = config;
+  if (c.knob && std::string(c.knob) == "PERSISTENT") { // a knob outside the space: on the first config
+    options.config = attention_forward_configs(c.d, c.causal).front();
+    options.config->set("PERSISTENT", 1);
+  }
   ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
 
@@ -139,7 +143,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "BLOCK_POINTERS"},
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "BLOCK_POINTERS"},
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "BLOCK_POINTERS"},
-                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "BLOCK_POINTERS"}));
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "BLOCK_POINTERS"},
+                      // Persistent programs (three under the interpreter) taking the tiles in
+                      // turn, every other round reversed; the causal ones heaviest first.
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "PERSISTENT"},
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "PERSISTENT"},
+                      Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16, "PERSISTENT"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -228,8 +238,6 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("BLOCK_POINTERS", 1);
   options.config->set("PERSISTENT", 2);
   expectError("PERSISTENT must be 0 or 1");
-  options.config->set("PERSISTENT", 1);
-  expectError("PERSISTENT is only for block-sparse attention's forward");
   options.config->set("PERSISTENT", 0);
   options.config->set("QUERIES_IN_ROWS", 2);
   expectError("QUERIES_IN_ROWS must be 0 or 1");
@@ -423,6 +431,9 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
   options.queries_config.reset();
   options.keys_values_config = attention_backward_configs(32, true, BackwardPass::keys_values).front();
   expectError(dq.view, dk.view, "is not for head_dim 32, not causal (take one of attention_backward_configs(keys_values))");
+  options.keys_values_config = attention_backward_configs(32, false, BackwardPass::keys_values).front();
+  options.keys_values_config->set("PERSISTENT", 1);
+  expectError(dq.view, dk.view, "PERSISTENT is only for the forward passes (dense and block-sparse)");
 }
 
 // The causal kernels' heaviest-first order (detail::gridBlock): over a grid (5, 7) with chunks

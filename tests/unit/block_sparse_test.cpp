@@ -438,7 +438,7 @@ TEST_F(BlockSparse, BackwardRejectsBadModifiersOptionsAndConfigs) {
   AttentionOptions persistent; // the backward's programs do not take tiles in turn
   persistent.queries_config = attention_backward_configs(32, false, BackwardPass::queries).front();
   persistent.queries_config->set("PERSISTENT", 1);
-  expectError(BlockSparseAttention(), persistent, "PERSISTENT is only for block-sparse attention's forward");
+  expectError(BlockSparseAttention(), persistent, "PERSISTENT is only for the forward passes (dense and block-sparse)");
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.
