@@ -159,6 +159,24 @@ TEST_F(GpuTest, AttentionForwardPingPong) {
   EXPECT_GT(tried, 0) << "no config of the space has two consumer warpgroups";
 }
 
+// Persistent programs (config knob PERSISTENT) on every warp-specialized config of the spaces:
+// with more tiles than the GPU holds programs (66 query blocks x 8 heads), each program walks
+// several, its producer loading the next tile's Q, K and V across the tile boundary.
+TEST_F(GpuTest, AttentionForwardPersistent) {
+  int tried = 0;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
+        if (!config.get("warp_specialize", 0))
+          continue;
+        config.set("PERSISTENT", 1);
+        SCOPED_TRACE(config.str());
+        checkCase({4, 4224, 1333, 8, 2, d, causal, causal ? DType::bf16 : DType::f16, false}, config);
+        ++tried;
+      }
+  EXPECT_GT(tried, 0) << "no config of the spaces is warp-specialized";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.
