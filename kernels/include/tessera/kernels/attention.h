@@ -56,7 +56,10 @@ enum class BackwardPass { keys_values, queries, keys_values_adding_dq };
 /// OVERLAP_SOFTMAX: FlashAttention-3's order of the products, for Hopper); the first
 /// is the default, used untuned (TESSERA_AUTOTUNE=off) and under the interpreter. Tuning
 /// runs on the first call per GPU model, dtype, head dim, causality and power-of-two buckets
-/// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h).
+/// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h). A given
+/// config may also set PERSISTENT = 1 (one program per SM slot, taking the query blocks in
+/// turn; for warp-specialized configs the producer then loads the next block's Q, K and V
+/// early).
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal);
 
 /// Whether FlashAttention-3's ping-pong (knob ping_pong = 1: the two consumer warpgroups take
