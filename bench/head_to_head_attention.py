@@ -1,13 +1,15 @@
-"""Attention forward head to head: tessera (its Python package, the tuned config) against SDPA's
+"""Attention head to head: tessera (its Python package, the tuned config) against SDPA's
 cuDNN backend on the same tensors (BHSD, standard normal; batch*N = 16k, heads = 2048/D as
 bench_attention), in one process, the two alternating, under two protocols:
   from rest   median of 100 runs after a 1 s rest (the GPU starts cool, at its top clock);
-  sustained   1000 back-to-back calls after a 2 s rest (the steady state at the power cap,
+  sustained   1000 back-to-back calls (backward 300) after a 2 s rest (the steady state at the power cap,
               where an H200 runs attention).
 Each protocol runs three rounds; the median round counts, so that neither side profits from
-the heat the other left. JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and
-D:N pairs (e.g. 64:4096) keep only those.
-    PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [f16] [64:4096]"""
+the heat the other left. The forward, or with the argument "bwd" the backward alone (tessera's
+with dQ added in the dK/dV pass, deterministic=False; cuDNN's through autograd, the forward's
+outputs kept). JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and D:N pairs
+(e.g. 64:4096) keep only those.
+    PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096]"""
 import json
 import statistics
 import sys
@@ -16,6 +18,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import tessera
+from bench_attention_backward import peer_backward
 from peers_attention import sdpa
 from peers_common import median_ms_from_rest, sustained_ms
 
@@ -27,36 +30,44 @@ def main():
     dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
     chosen = [a for a in sys.argv[2:] if a in dtypes] or list(dtypes)
     only = [tuple(int(x) for x in a.split(":")) for a in sys.argv[2:] if ":" in a]
+    mode = "bwd" if "bwd" in sys.argv[2:] else "fwd"
+    calls = 1000 if mode == "fwd" else 300
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
     gpu = torch.cuda.get_device_name()
-    print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} {'protocol':9s} {'tessera':>8s} {'cudnn':>8s} {'ratio':>6s}")
+    print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} mode {'protocol':9s} {'tessera':>8s} {'cudnn':>8s} "
+          f"{'ratio':>6s}")
     for dname in chosen:
         for d in (64, 128):
             for n in (4096, 8192, 16384):
                 if only and (d, n) not in only:
                     continue
                 b, h = 16384 // n, 2048 // d
-                q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtypes[dname]) for _ in range(3))
+                # (batch, heads, n, d) in memory, as SDPA takes them; tessera sees (batch, n, heads, d) views
+                q, k, v, dout = (torch.randn(b, h, n, d, device="cuda", dtype=dtypes[dname]).transpose(1, 2)
+                                 for _ in range(4))
                 for causal in (False, True):
-                    providers = {
-                        "tessera": lambda: tessera.attention_forward(*(x.transpose(1, 2) for x in (q, k, v)),
-                                                                     causal=causal),
-                        "cudnn": lambda: cudnn(q, k, v, causal),
-                    }
+                    if mode == "fwd":
+                        providers = {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
+                                     "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
+                    else:
+                        o, lse = tessera.attention_forward(q, k, v, causal=causal)
+                        providers = {"tessera": lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal,
+                                                                                   deterministic=False),
+                                     "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
                     for run in providers.values():
                         run()  # compile and tune outside the timing
                     for protocol, measure in (("from_rest", lambda run: median_ms_from_rest(run, 10, 100)),
-                                              ("sustained", lambda run: sustained_ms(run, 1000))):
+                                              ("sustained", lambda run: sustained_ms(run, calls))):
                         rounds = {name: [] for name in providers}
                         for _ in range(ROUNDS):
                             for name, run in providers.items():
                                 rounds[name].append(measure(run))
                         ms = {name: statistics.median(times) for name, times in rounds.items()}
                         ratio = ms["cudnn"] / ms["tessera"]
-                        print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {protocol:9s} {ms['tessera']:8.3f} "
+                        print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {mode} {protocol:9s} {ms['tessera']:8.3f} "
                               f"{ms['cudnn']:8.3f} {ratio:5.2f}x", flush=True)
                         out.write(json.dumps({"kind": "attn_head_to_head", "dtype": dname, "B": b, "H": h, "N": n,
-                                              "D": d, "causal": causal, "mode": "fwd", "protocol": protocol,
+                                              "D": d, "causal": causal, "mode": mode, "protocol": protocol,
                                               "tessera_ms": ms["tessera"], "sdpa_cudnn_ms": ms["cudnn"],
                                               "rounds": rounds, "gpu": gpu}) + "\n")
                         out.flush()
