@@ -23,9 +23,10 @@ int main(int argc, char **argv) {
               "default ms", "best config");
   // argv[2] (optional): only this dtype ("f16" or "bf16"); argv[3] and argv[4] (optional):
   // only this D and N, printing every config's time (an A/B of the tuning space, see below).
-  // argv[5] (optional, KEY=VALUE[,KEY=VALUE...]): also every config with those knobs set, where
-  // they apply (an A/B of knobs outside the space, e.g. ping_pong=1 or
-  // OVERLAP_SOFTMAX=1,num_stages=3); configs they do not fit are skipped.
+  // argv[5] (optional, KEY=VALUE[,KEY=VALUE...][/KEY=VALUE...]): also every config with those
+  // knobs set, where they apply, once per '/'-separated set (an A/B of knobs outside the space,
+  // e.g. ping_pong=1 or OVERLAP_SOFTMAX=1,num_stages=3 or exp2_on_fma=2/exp2_on_fma=4); configs
+  // they do not fit are skipped.
   std::string only = argc > 2 ? argv[2] : "";
   const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
   const std::string knobs = argc > 5 ? argv[5] : "";
@@ -63,15 +64,19 @@ int main(int argc, char **argv) {
             if (i == 0 || kept(space[i]))
               configs.push_back(space[i]);
           const size_t spaceSize = configs.size();
-          for (size_t i = 0; i < spaceSize && !knobs.empty(); ++i) {
-            dsl::Config config = configs[i];
-            for (size_t at = 0; at < knobs.size();) {
-              size_t end = std::min(knobs.find(',', at), knobs.size()), equals = knobs.find('=', at);
-              config.set(knobs.substr(at, equals - at), std::stoll(knobs.substr(equals + 1, end - equals - 1)));
-              at = end + 1;
+          for (size_t from = 0; from < knobs.size();) {
+            const size_t to = std::min(knobs.find('/', from), knobs.size());
+            for (size_t i = 0; i < spaceSize; ++i) {
+              dsl::Config config = configs[i];
+              for (size_t at = from; at < to;) {
+                size_t end = std::min(knobs.find(',', at), to), equals = knobs.find('=', at);
+                config.set(knobs.substr(at, equals - at), std::stoll(knobs.substr(equals + 1, end - equals - 1)));
+                at = end + 1;
+              }
+              if (kept(config) && std::find(configs.begin(), configs.end(), config) == configs.end())
+                configs.push_back(config);
             }
-            if (kept(config) && std::find(space.begin(), space.end(), config) == space.end())
-              configs.push_back(config);
+            from = to + 1;
           }
           const int rounds = onlyN ? 3 : 1;
           std::vector<std::vector<double>> times(configs.size());
