@@ -25,8 +25,8 @@ int main(int argc, char **argv) {
   // only this D and N, printing every config's time (an A/B of the tuning space, see below).
   // argv[5] (optional, KEY=VALUE[,KEY=VALUE...][/KEY=VALUE...]): also every config with those
   // knobs set, where they apply, once per '/'-separated set (an A/B of knobs outside the space,
-  // e.g. ping_pong=1 or OVERLAP_SOFTMAX=1,num_stages=3 or exp2_on_fma=2/exp2_on_fma=4); configs
-  // they do not fit are skipped.
+  // e.g. ping_pong=1 or OVERLAP_SOFTMAX=1,num_stages=3 or BLOCK_M=128/BLOCK_M=128,ping_pong=1);
+  // configs they do not fit are skipped.
   std::string only = argc > 2 ? argv[2] : "";
   const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
   const std::string knobs = argc > 5 ? argv[5] : "";

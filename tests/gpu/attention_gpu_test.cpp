@@ -177,19 +177,6 @@ TEST_F(GpuTest, AttentionForwardPersistent) {
   EXPECT_GT(tried, 0) << "no config of the spaces is warp-specialized";
 }
 
-// The first configs of the d = 64 and 128 spaces with part or all of softmax's exp2 on the FMA
-// pipe (exp2_on_fma): the same bar as the exact exponential.
-TEST_F(GpuTest, AttentionForwardExp2OnFma) {
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      for (int64_t every : {1, 4}) {
-        dsl::Config config = kernels::attention_forward_configs(d, causal).front();
-        config.set("exp2_on_fma", every);
-        SCOPED_TRACE(config.str());
-        checkCase({2, 1111, 1333, 4, 2, d, causal, every == 1 ? DType::bf16 : DType::f16, false}, config);
-      }
-}
-
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -77,13 +77,11 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
-/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma), programs_per_sm
-/// (default 1: how many programs' registers an SM holds at once) and exp2_on_fma (default 0:
-/// one exp2 in that many on the FMA pipe) on the kernel, checked.
+/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma) and programs_per_sm
+/// (default 1: how many programs' registers an SM holds at once) on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, programsKnob = 1, producerWarps = 0,
-          exp2OnFmaKnob = 0;
+  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, programsKnob = 1, producerWarps = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -99,7 +97,6 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     specializeKnob = knob("warp_specialize", specializeKnob);
     pingPongKnob = knob("ping_pong", pingPongKnob);
     programsKnob = knob("programs_per_sm", programsKnob);
-    exp2OnFmaKnob = knob("exp2_on_fma", exp2OnFmaKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1)
@@ -113,8 +110,6 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     mlir::Builder b(module->getContext());
     if (programsKnob > 1)
       func->setAttr(tile::kProgramsPerSmAttrName, b.getI32IntegerAttr(static_cast<int32_t>(programsKnob)));
-    if (exp2OnFmaKnob > 0)
-      func->setAttr(tile::kExp2OnFmaAttrName, b.getI32IntegerAttr(static_cast<int32_t>(exp2OnFmaKnob)));
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
   });
@@ -132,9 +127,6 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': ping_pong needs warp_specialize = 1 and num_warps = 8 (two consumer "
                 "warpgroups), got warp_specialize = " + std::to_string(specializeKnob) + ", num_warps = " +
                 std::to_string(warps));
-  if (exp2OnFmaKnob < 0 || exp2OnFmaKnob > 64)
-    throw Error("kernel '" + kernel + "': exp2_on_fma must be from 0 (none) to 64 (one exp2 in that many on the FMA "
-                "pipe), got " + std::to_string(exp2OnFmaKnob));
   if (warps < 1 || warps > 32 || (warps & (warps - 1)))
     throw Error("kernel '" + kernel + "': num_warps must be a power of two from 1 to 32, got " +
                 std::to_string(warps));

@@ -75,33 +75,6 @@ func.func @row_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.ke
 
 // -----
 
-#b = #tile.blocked<sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
-
-// exp2_on_fma = 2: of a thread's 4 registers, the 2nd and 4th take the FMA pipe's polynomial
-// (floor by an add rounding down), the others ex2.approx; exp2 of f16 is left to ex2.approx.
-// CHECK-LABEL: llvm.func @exp2_half_on_fma
-// CHECK: "ex2.approx.ftz.f32 $0, $1;"
-// CHECK-NEXT: {{.*}}add.rm.f32 t, x, 0f4B400000{{.*}}fma.rn.f32
-// CHECK-NEXT: "ex2.approx.ftz.f32 $0, $1;"
-// CHECK-NEXT: {{.*}}add.rm.f32
-// CHECK-NOT: add.rm.f32
-// CHECK: llvm.return
-func.func @exp2_half_on_fma(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.exp2_on_fma = 2 : i32} {
-  %r = tile.make_range 0 to 128 : tensor<128xi32, #b>
-  %xs = tile.splat %x : !tile.ptr<f32> -> tensor<128x!tile.ptr<f32>, #b>
-  %xp = tile.addptr %xs, %r : tensor<128x!tile.ptr<f32>, #b>, tensor<128xi32, #b>
-  %v = tile.load %xp : tensor<128x!tile.ptr<f32>, #b>
-  %e = math.exp2 %v : tensor<128xf32, #b>
-  %h = arith.truncf %v : tensor<128xf32, #b> to tensor<128xf16, #b>
-  %eh = math.exp2 %h : tensor<128xf16, #b>
-  %os = tile.splat %out : !tile.ptr<f32> -> tensor<128x!tile.ptr<f32>, #b>
-  %op = tile.addptr %os, %r : tensor<128x!tile.ptr<f32>, #b>, tensor<128xi32, #b>
-  tile.store %op, %e : tensor<128x!tile.ptr<f32>, #b>
-  return
-}
-
-// -----
-
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Device printing goes through vprintf, one line per register: the program, the element's

@@ -2,9 +2,7 @@
 // ops and layout conversions, reductions, the CUDA-core dot and grid queries.
 #include "Utility.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <map>
@@ -67,24 +65,7 @@ struct SplatLowering : ConvertOpToLLVMPattern<SplatOp> {
   }
 };
 
-/// 2^x on the FMA pipe, for x in [-127, 127] (clamped there; NaN gives a number): x's floor
-/// from an add rounding down to 1.5 * 2^23, whose low bits it lands in; 2^fraction by a cubic
-/// (relative error below 8.6e-5, under half an f16 ulp); the floor added to the exponent bits.
-/// The special-function unit does 16 exp2 a clock per SM, the FMA pipe 128 FMAs: where
-/// softmax's exponentials bound a kernel (attention at head dim 64), moving some here pays.
-Value exp2OnFma(OpBuilder &b, Location loc, Value x) {
-  return ptx(b, loc, b.getF32Type(),
-             "{\n.reg .f32 x, t, f, p;\n.reg .b32 tb, pb, r;\n"
-             "max.f32 x, $1, 0fC2FE0000;\nmin.f32 x, x, 0f42FE0000;\n"
-             "add.rm.f32 t, x, 0f4B400000;\nsub.f32 f, t, 0f4B400000;\nsub.f32 f, x, f;\n"
-             "fma.rn.f32 p, f, 0f3D9DD565, 0f3E691BBB;\nfma.rn.f32 p, p, f, 0f3F31F32D;\n"
-             "fma.rn.f32 p, p, f, 0f3F800000;\n"
-             "mov.b32 tb, t;\nmov.b32 pb, p;\nshl.b32 tb, tb, 23;\nadd.s32 r, pb, tb;\nmov.b32 $0, r;\n}",
-             "=f,f", {x}, false);
-}
-
-/// Any elementwise arith/math op on tiles: the same op on each register (an f32 exp2 on every
-/// register whose index + 1 the kernel's exp2_on_fma divides, on the FMA pipe).
+/// Any elementwise arith/math op on tiles: the same op on each register.
 struct ElementwiseLowering : ConversionPattern {
   ElementwiseLowering(TypeConverter &converter, MLIRContext *context)
       : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
@@ -101,16 +82,8 @@ struct ElementwiseLowering : ConversionPattern {
     std::vector<Values> registers;
     for (Value operand : operands)
       registers.push_back(unpack(rewriter, loc, operand));
-    int64_t onFma = 0;
-    if (auto func = op->getParentOfType<func::FuncOp>(); func && isa<math::Exp2Op>(op) && element.isF32())
-      if (auto attr = func->getAttrOfType<IntegerAttr>(kExp2OnFmaAttrName))
-        onFma = attr.getInt();
     Values results;
     for (size_t r = 0; r < cast<LLVM::LLVMStructType>(structType).getBody().size(); ++r) {
-      if (onFma > 0 && (r + 1) % onFma == 0) {
-        results.push_back(exp2OnFma(rewriter, loc, registers[0][r]));
-        continue;
-      }
       OperationState state(loc, op->getName());
       for (const Values &values : registers)
         state.addOperands(values[r]);

@@ -87,10 +87,6 @@ inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
 /// knob programs_per_sm; 1 when absent): each gets that share of the registers.
 inline constexpr llvm::StringLiteral kProgramsPerSmAttrName = "tile.programs_per_sm";
-/// Function attribute: one f32 exp2 of every N in a tile's registers runs as a polynomial on
-/// the FMA pipe instead of the special-function unit (config knob exp2_on_fma = N; absent or 0:
-/// none), where softmax's exponentials, not the tensor cores, bound a kernel.
-inline constexpr llvm::StringLiteral kExp2OnFmaAttrName = "tile.exp2_on_fma";
 
 } // namespace tessera::tile
 
