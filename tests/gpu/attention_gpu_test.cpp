@@ -177,6 +177,25 @@ TEST_F(GpuTest, AttentionForwardPersistent) {
   EXPECT_GT(tried, 0) << "no config of the spaces is warp-specialized";
 }
 
+// FlashAttention-3's order with the rescale at the next product (OVERLAP_SOFTMAX = 2) and
+// P @ V waited for at the top of the next iteration (wait_at_next_iteration): every config of
+// the d = 64 and d = 128 spaces with the overlap, ragged, GQA, causal rows that see no key.
+TEST_F(GpuTest, AttentionForwardWaitAtNextIteration) {
+  int tried = 0;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
+        if (!config.get("OVERLAP_SOFTMAX", 0))
+          continue;
+        config.set("OVERLAP_SOFTMAX", 2);
+        config.set("wait_at_next_iteration", 1);
+        SCOPED_TRACE(config.str());
+        checkCase({2, 1111, 1333, 4, 2, d, causal, causal ? DType::bf16 : DType::f16, false}, config);
+        ++tried;
+      }
+  EXPECT_GT(tried, 0) << "no config of the spaces overlaps the softmax";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -31,7 +31,8 @@ struct Case {
   bool causal, bhsd;
   DType dtype;
   /// With the first tuned config that sets this knob (OVERLAP_SOFTMAX: FlashAttention-3's
-  /// order; BLOCK_POINTERS: K and V through block pointers), or PERSISTENT set on the first.
+  /// order; BLOCK_POINTERS: K and V through block pointers); KEY=VALUE sets it on the first
+  /// config that sets KEY, or on the first config where none does (PERSISTENT).
   const char *knob = nullptr;
   /// The backward with dQ added in the dK/dV pass (AttentionOptions::deterministic off).
   bool atomic_dq = false;
@@ -79,12 +80,15 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   TensorView lse_view{lse_memory.ptr(), DType::f32, {c.batch, c.heads_q, c.n_q}, {}, DeviceType::cpu};
   AttentionOptions options;
   options.causal = c.causal;
+  const std::string knob = c.knob ? c.knob : "";
+  const size_t equals = knob.find('=');
   for (const dsl::Config &config : attention_forward_configs(c.d, c.causal))
-    if (c.knob && !options.config && config.get(c.knob, 0))
+    if (c.knob && !options.config && config.get(knob.substr(0, equals), 0))
       options.config = config;
-  if (c.knob && std::string(c.knob) == "PERSISTENT") { // a knob outside the space: on the first config
-    options.config = attention_forward_configs(c.d, c.causal).front();
-    options.config->set("PERSISTENT", 1);
+  if (equals != std::string::npos) {
+    if (!options.config)
+      options.config = attention_forward_configs(c.d, c.causal).front();
+    options.config->set(knob.substr(0, equals), std::stoll(knob.substr(equals + 1)));
   }
   ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
@@ -139,6 +143,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 70, 130, 1, 1, 128, false, true, DType::bf16, "OVERLAP_SOFTMAX"},
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "OVERLAP_SOFTMAX"},
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX"},
+                      // The same with the rescale at the next product, P carried in f32.
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "OVERLAP_SOFTMAX=2"},
+                      Case{1, 70, 130, 1, 1, 128, false, true, DType::bf16, "OVERLAP_SOFTMAX=2"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "OVERLAP_SOFTMAX=2"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX=2"},
                       // Block pointers: blocks past the ends (rows, padded head dims) read 0.
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "BLOCK_POINTERS"},
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "BLOCK_POINTERS"},
@@ -146,10 +155,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "BLOCK_POINTERS"},
                       // Persistent programs (three under the interpreter) taking the tiles in
                       // turn, every other round reversed; the causal ones heaviest first.
-                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "PERSISTENT"},
-                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "PERSISTENT"},
-                      Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16, "PERSISTENT"},
-                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT"}));
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "PERSISTENT=1"},
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1"},
+                      Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16, "PERSISTENT=1"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -227,8 +236,8 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("BLOCK_N", 24);
   expectError("BLOCK_N must be a power of two of at least 16");
   options.config = attention_forward_configs(32, false).front();
-  options.config->set("OVERLAP_SOFTMAX", 2);
-  expectError("OVERLAP_SOFTMAX must be 0 or 1");
+  options.config->set("OVERLAP_SOFTMAX", 3);
+  expectError("OVERLAP_SOFTMAX must be 0, 1 or 2");
   options.config->set("OVERLAP_SOFTMAX", 1);
   options.config->set("SPLIT_MASKED", -1);
   expectError("SPLIT_MASKED must be 0 or 1");

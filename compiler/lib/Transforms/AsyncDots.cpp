@@ -3,6 +3,7 @@
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <optional>
@@ -52,6 +53,15 @@ scf::ForOp carriedInFlight(DotOp dot) {
   return isAsyncDot(next.getOwner()) && next.getOperandNumber() == 2 && next.getOwner()->getBlock() == dot->getBlock()
              ? loop
              : scf::ForOp();
+}
+
+/// The loop that `dot`'s result only goes round (yielded by the body it is in, read by the
+/// next iteration or after the loop), or null.
+scf::ForOp goesRound(DotOp dot) {
+  if (!dot->hasOneUse())
+    return {};
+  auto yield = dyn_cast<scf::YieldOp>(dot->use_begin()->getOwner());
+  return yield && yield->getBlock() == dot->getBlock() ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
 }
 
 /// Whether `op` refills a stage: a cp.async copy or commit, or a TMA load.
@@ -168,8 +178,31 @@ void placeWaits(Block &block) {
   else
     keepInFlight(loop, carried, int64_t(dots.size()), dots.back());
 
+  // With tile.wait_at_next_iteration, dots whose results only go round the loop stay in
+  // flight through the back edge: one wait at the top of the body (before anything else, the
+  // same order with every op of the body as a wait at its end) and one after the loop. At the
+  // end of the body, ptxas (CUDA 13.0) hoists the wait above the softmax's exponentials that
+  // the product was issued to overlap; at the top it cannot.
+  SmallVector<DotOp> goingRound;
+  if (auto func = block.getParentOp()->getParentOfType<func::FuncOp>();
+      func && func->hasAttr(kWaitAtNextIterationAttrName) && carried.empty())
+    for (DotOp dot : dots)
+      if (!chainsToNextDot(dot) && goesRound(dot))
+        goingRound.push_back(dot);
+  if (!goingRound.empty()) {
+    auto loop = cast<scf::ForOp>(block.getParentOp());
+    SmallVector<Value> args, results;
+    for (DotOp dot : goingRound) {
+      unsigned index = dot->use_begin()->getOperandNumber();
+      args.push_back(loop.getRegionIterArg(index));
+      results.push_back(loop.getResult(index));
+    }
+    waitBefore(&block.front(), args, 0, /*barrier=*/false);
+    waitBefore(loop->getNextNode(), results, 0, /*barrier=*/false);
+  }
+
   for (DotOp dot : dots) {
-    if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
+    if (chainsToNextDot(dot) || llvm::is_contained(carried, dot) || llvm::is_contained(goingRound, dot))
       continue;
     // The first op that reads the result, issues or waits for dots we cannot count, or refills
     // a stage the dot may be reading (a copy, or a store into its operand's stage); the

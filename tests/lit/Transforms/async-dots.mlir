@@ -47,6 +47,73 @@ func.func @overlap_softmax(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x6
 #mma = #tile.mma<warpsPerCTA = [8, 1]>
 #a = #tile.dot_op<opIdx = 0, parent = #mma>
 #b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// The same order with the rescale at the next block (P carried in f32): P @ V's result only
+// goes round the loop. With tile.wait_at_next_iteration it is waited for first thing in the
+// next iteration and after the loop, so that nothing in the body, where ptxas would hoist it,
+// waits for it; without, at the end of the body.
+// CHECK-LABEL: func.func @wait_at_next_iteration
+// CHECK: scf.for {{.*}} iter_args(%[[ACC:[^ ]*]] = {{.*}}, %[[P:[^ ]*]] = {{.*}})
+// CHECK-NEXT: %[[ACCW:.*]] = tile.dot_wait %[[ACC]] : {{.*}} {pending = 0 : i32}
+// CHECK: %[[S:.*]] = tile.dot {{.*}} {async}
+// CHECK: arith.mulf %[[ACCW]]
+// CHECK: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.dot_wait %[[S]] : {{.*}} {pending = 1 : i32}
+// CHECK-NOT: tile.dot_wait
+// CHECK: scf.yield %[[O]]
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.dot_wait %{{.*}}#0 : {{.*}} {pending = 0 : i32}
+// CHECK-LABEL: func.func @wait_at_end
+// CHECK: %[[O2:.*]] = tile.dot {{.*}} {async}
+// CHECK: %[[OW2:.*]] = tile.dot_wait %[[O2]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: scf.yield %[[OW2]]
+func.func @wait_at_next_iteration(%n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.wait_at_next_iteration} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out:2 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %p = %zero)
+      -> (tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>) : i32 {
+    %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %s = tile.dot %qs, %kt, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %rescaled = arith.mulf %acc, %scale : tensor<128x64xf32, #mma>
+    %p16 = arith.truncf %p : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+    %pa = tile.convert_layout %p16 : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+    %o = tile.dot %pa, %vs, %rescaled : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %next = arith.mulf %s, %scale : tensor<128x64xf32, #mma>
+    scf.yield %o, %next : tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>
+  }
+  return %out#0 : tensor<128x64xf32, #mma>
+}
+func.func @wait_at_end(%n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %rescaled = arith.mulf %acc, %scale : tensor<128x64xf32, #mma>
+    %p16 = arith.truncf %rescaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+    %pa = tile.convert_layout %p16 : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+    %o = tile.dot %pa, %vs, %rescaled : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %o : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
 #blk = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [8, 1], order = [1, 0]>
 
 // A matmul's k loop: the accumulator stays in flight into the next iteration. After its dot,
