@@ -159,41 +159,35 @@ TEST_F(GpuTest, AttentionForwardPingPong) {
   EXPECT_GT(tried, 0) << "no config of the space has two consumer warpgroups";
 }
 
+/// Every config of the d = 64 and d = 128 spaces that sets `selector`, with `knobs` set, on
+/// `n_q` queries of `heads` heads (GQA, ragged, causal rows that see no key).
+void checkSpacesWith(const char *selector, const std::vector<std::pair<const char *, int64_t>> &knobs,
+                     int64_t batch, int64_t n_q, int64_t heads) {
+  int tried = 0;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
+        if (!config.get(selector, 0))
+          continue;
+        for (auto [key, value] : knobs)
+          config.set(key, value);
+        SCOPED_TRACE(config.str());
+        checkCase({batch, n_q, 1333, heads, 2, d, causal, causal ? DType::bf16 : DType::f16, false}, config);
+        ++tried;
+      }
+  EXPECT_GT(tried, 0) << "no config of the spaces sets " << selector;
+}
+
 // Persistent programs (config knob PERSISTENT) on every warp-specialized config of the spaces:
 // with more tiles than the GPU holds programs (66 query blocks x 8 heads), each program walks
 // several, its producer loading the next tile's Q, K and V across the tile boundary.
-TEST_F(GpuTest, AttentionForwardPersistent) {
-  int tried = 0;
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
-        if (!config.get("warp_specialize", 0))
-          continue;
-        config.set("PERSISTENT", 1);
-        SCOPED_TRACE(config.str());
-        checkCase({4, 4224, 1333, 8, 2, d, causal, causal ? DType::bf16 : DType::f16, false}, config);
-        ++tried;
-      }
-  EXPECT_GT(tried, 0) << "no config of the spaces is warp-specialized";
-}
+TEST_F(GpuTest, AttentionForwardPersistent) { checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}}, 4, 4224, 8); }
 
 // FlashAttention-3's order with the rescale at the next product (OVERLAP_SOFTMAX = 2) and
-// P @ V waited for at the top of the next iteration (wait_at_next_iteration): every config of
-// the d = 64 and d = 128 spaces with the overlap, ragged, GQA, causal rows that see no key.
+// P @ V waited for at the top of the next iteration (wait_at_next_iteration), on every config
+// of the spaces with the overlap.
 TEST_F(GpuTest, AttentionForwardWaitAtNextIteration) {
-  int tried = 0;
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
-        if (!config.get("OVERLAP_SOFTMAX", 0))
-          continue;
-        config.set("OVERLAP_SOFTMAX", 2);
-        config.set("wait_at_next_iteration", 1);
-        SCOPED_TRACE(config.str());
-        checkCase({2, 1111, 1333, 4, 2, d, causal, causal ? DType::bf16 : DType::f16, false}, config);
-        ++tried;
-      }
-  EXPECT_GT(tried, 0) << "no config of the spaces overlaps the softmax";
+  checkSpacesWith("OVERLAP_SOFTMAX", {{"OVERLAP_SOFTMAX", 2}, {"wait_at_next_iteration", 1}}, 2, 1111, 4);
 }
 
 std::vector<Case> cases() {
