@@ -36,25 +36,6 @@ bool chainsToNextDot(DotOp dot) {
   return isAsyncDot(use.getOwner()) && use.getOperandNumber() == 2 && use.getOwner()->getBlock() == dot->getBlock();
 }
 
-/// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
-/// async dot of the body (the matmul's k loop), or null.
-scf::ForOp carriedInFlight(DotOp dot) {
-  if (!dot->hasOneUse())
-    return {};
-  OpOperand &use = *dot->use_begin();
-  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
-  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
-  if (!loop || yield->getBlock() != dot->getBlock())
-    return {};
-  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
-  if (!carried.hasOneUse())
-    return {};
-  OpOperand &next = *carried.use_begin();
-  return isAsyncDot(next.getOwner()) && next.getOperandNumber() == 2 && next.getOwner()->getBlock() == dot->getBlock()
-             ? loop
-             : scf::ForOp();
-}
-
 /// The loop that `dot`'s result only goes round (yielded by the body it is in, read by the
 /// next iteration or after the loop), or null.
 scf::ForOp goesRound(DotOp dot) {
@@ -62,6 +43,21 @@ scf::ForOp goesRound(DotOp dot) {
     return {};
   auto yield = dyn_cast<scf::YieldOp>(dot->use_begin()->getOwner());
   return yield && yield->getBlock() == dot->getBlock() ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
+}
+
+/// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
+/// async dot of the body (the matmul's k loop), or null.
+scf::ForOp carriedInFlight(DotOp dot) {
+  scf::ForOp loop = goesRound(dot);
+  if (!loop)
+    return {};
+  BlockArgument carried = loop.getRegionIterArg(dot->use_begin()->getOperandNumber());
+  if (!carried.hasOneUse())
+    return {};
+  OpOperand &next = *carried.use_begin();
+  return isAsyncDot(next.getOwner()) && next.getOperandNumber() == 2 && next.getOwner()->getBlock() == dot->getBlock()
+             ? loop
+             : scf::ForOp();
 }
 
 /// Whether `op` refills a stage: a cp.async copy or commit, or a TMA load.

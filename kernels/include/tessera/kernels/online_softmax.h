@@ -54,27 +54,24 @@ struct OnlineSoftmax {
   /// read only by the next block, and with the compiler's wait_at_next_iteration nothing in
   /// the softmax waits for it (on Hopper ptxas otherwise waits for it before the exponentials).
   dsl::Tile pending_p, pending_alpha;
-  dsl::DType pending_dtype = dsl::DType::f32;
   void defer(int64_t block, dsl::DType dtype, bool rescale_at_product = false) {
-    pending_dtype = dtype;
     pending_p = dsl::zeros({acc.shape()[0], block}, rescale_at_product ? dsl::DType::f32 : dtype);
     if (rescale_at_product)
       pending_alpha = dsl::full({acc.shape()[0]}, 1.0, dsl::DType::f32);
   }
   void multiply_pending(const dsl::Tile &v) {
-    acc = pending_alpha.is_null()
-              ? dsl::dot(pending_p, v, acc)
-              : dsl::dot(pending_p.to(pending_dtype), v, acc * dsl::expand_dims(pending_alpha, 1));
+    acc = pending_alpha.is_null() ? dsl::dot(pending_p, v, acc)
+                                  : dsl::dot(pending_p.to(v.dtype()), v, acc * dsl::expand_dims(pending_alpha, 1));
   }
   void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
     dsl::Tile alpha, p = fold(scores, scale, alpha);
-    if (!pending_alpha.is_null()) {
+    if (pending_alpha.is_null()) {
+      acc = acc * dsl::expand_dims(alpha, 1);
+      pending_p = p.to(pending_p.dtype());
+    } else {
       pending_p = p;
       pending_alpha = alpha;
-      return;
     }
-    acc = acc * dsl::expand_dims(alpha, 1);
-    pending_p = p.to(pending_dtype);
   }
 
   /// exp2(x * scale - shift), the multiply fused into the subtraction's FMA; exp2(x - shift)
