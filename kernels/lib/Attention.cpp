@@ -268,25 +268,37 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // memory) issue 8.5 instructions a score where 128 x 64 ones issue 10.4 (the accumulator's
   // rescale is paid once per 128 keys): they won the tuning at N = 4096 and 8192 (f16, N =
   // 8192: 1.624 ms where the first config takes 1.824; causal 0.954).
-  // At d = 64 the same 128 x 128 shape (and its ping-pong) came within 0.5% of the 64 x 128
-  // programs where it won (bf16 N = 8192: 2.284 ms against 2.296) and lost elsewhere: left out.
+  // At d = 64 the 128 x 256 blocks on two consumer warpgroups beside a producer, in
+  // FlashAttention-3's ping-pong (the warpgroups take turns at their dots), beat the 64 x 128
+  // programs two an SM by 8-9%, causal by 2-5% (sustained, H200, f16 N = 4096: 1.185 ms
+  // against 1.291, causal 0.696 against 0.707; bf16 N = 8192: 2.212 against 2.427, causal 1.228
+  // against 1.297): a score costs
+  // fewer instructions (the rescale and the row reductions are paid once per 256 keys, QK runs
+  // as m64n256 wgmma) and one warpgroup's softmax hides under the other's dots. Without the
+  // ping-pong the same blocks run no faster than the 64 x 128 programs; 128 x 128 blocks,
+  // ping-pong or not, gain 2%. With the overlapped order (OVERLAP_SOFTMAX) the 128 x 256 blocks
+  // spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned tensors), which is
+  // why they come second, after the default that runs well everywhere.
+  // FlashAttention-3's ping-pong on the 128 x 128 blocks at d = 128: on the H200 (N = 4096, f16)
+  // as fast as without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks lose 1-5%), so
+  // the tuner decides per GPU and shape.
   struct Shape {
-    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1;
+    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0;
   };
   std::vector<Shape> shapes;
   if (padded <= 64)
-    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 1, 2, 3}, {64, 128, 4, 2, 1, 0, 0, 2, 2},
-              {64, 64, 4, 2, 1, 0, 0, 2, 3},  {64, 64, 4, 3, 1, 0, 0, 1},    {64, 64, 4, 3, 1, 0, 0, 0},
-              {128, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 4, 3, 0, 0, 0, 0},   {128, 128, 8, 2, 1, 0, 1, 0},
-              {64, 64, 4, 3, 1, 0, 1, 0},     {128, 64, 8, 3, 1, 0, 1, 0},   {64, 64, 4, 4, 1, 0, 0, 0},
-              {128, 64, 8, 3, 1, 0, 1, 2}};
+    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2}, {128, 256, 8, 2, 1, 0, 0, 2, 1, 1}, {64, 64, 4, 2, 1, 0, 1, 2, 3},
+              {64, 128, 4, 2, 1, 0, 0, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 3},        {64, 64, 4, 3, 1, 0, 0, 1},
+              {64, 64, 4, 3, 1, 0, 0, 0},     {128, 64, 4, 3, 1, 0, 0, 0},          {128, 64, 4, 3, 0, 0, 0, 0},
+              {128, 128, 8, 2, 1, 0, 1, 0},   {64, 64, 4, 3, 1, 0, 1, 0},           {128, 64, 8, 3, 1, 0, 1, 0},
+              {64, 64, 4, 4, 1, 0, 0, 0},     {128, 64, 8, 3, 1, 0, 1, 2}};
   else if (padded <= 128)
     shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
               {128, 32, 4, 3, 0, 1, 0, 0},   {128, 32, 4, 3, 1, 1, 0, 0},   {128, 64, 4, 2, 0, 1, 0, 0},
               {128, 64, 8, 3, 1, 0, 0, 0},   {64, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 8, 3, 0, 0, 1, 0},
               {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1},
-              {128, 128, 8, 2, 1, 1, 1, 2}};
+              {128, 128, 8, 2, 1, 1, 1, 2},  {128, 128, 8, 2, 1, 1, 1, 2, 1, 1}};
   else
     shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
               {64, 32, 4, 2, 0, 0, 0, 0}};
@@ -301,17 +313,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
       configs.back().set("warp_specialize", 1);
     if (shape.programs > 1)
       configs.back().set("programs_per_sm", shape.programs);
-  }
-  // FlashAttention-3's ping-pong on the 128 x 128 blocks: on the H200 (N = 4096, f16) as fast as
-  // without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks and d = 64 lose 1-5%),
-  // so the tuner decides per GPU and shape.
-  if (padded == 128) {
-    auto twoWarpgroups128 = std::find_if(configs.begin(), configs.end(), [](const dsl::Config &c) {
-      return c["BLOCK_M"] == 128 && c["BLOCK_N"] == 128 && ping_pong_applies(c);
-    });
-    dsl::Config pingPong = *twoWarpgroups128;
-    pingPong.set("ping_pong", 1);
-    configs.push_back(pingPong);
+    if (shape.pingPong)
+      configs.back().set("ping_pong", 1);
   }
   return configs;
 }
