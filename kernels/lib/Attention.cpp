@@ -228,13 +228,11 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
-  for (const char *name : {"SPLIT_MASKED", "BLOCK_POINTERS", "PERSISTENT", "QUERIES_IN_ROWS"}) {
+  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "PERSISTENT", "QUERIES_IN_ROWS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
   }
-  if (int64_t v = config.get("OVERLAP_SOFTMAX", 0); v < 0 || v > 2)
-    fail("config " + config.str() + ": OVERLAP_SOFTMAX must be 0, 1 or 2");
   if (config.get("PERSISTENT", 0) && !persistent)
     fail("config " + config.str() + ": PERSISTENT is only for the forward passes (dense and block-sparse)");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))

@@ -58,7 +58,7 @@ template <typename T> Kernel forward() {
       // so that no product at the seam multiplies a block of zeros.
       const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
       if (overlap)
-        softmax.defer(bn, T::dtype, cfg.get("OVERLAP_SOFTMAX", 0) == 2);
+        softmax.defer(bn, T::dtype);
       // Which elements of K or V rows `cols` to read: in a masked loop those before n_kv; a
       // deferred product's V (`deferred`) those in [0, kv_end), the rows before the first block
       // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the

@@ -15,8 +15,7 @@ namespace tessera::kernels::detail {
 /// Flash attention forward over strided [batch, n, heads, head_dim] Q, K, V, O and a
 /// contiguous [batch, heads_q, n_q] LSE. Meta parameters: BLOCK_M, BLOCK_N, HEAD_DIM (the
 /// head dim padded to a power of two >= 16), CAUSAL (0/1), SPLIT_MASKED (0/1: unmasked key
-/// blocks in a loop of their own), OVERLAP_SOFTMAX (0/1/2: FlashAttention-3's order; 2 with
-/// the rescale at the next product, see OnlineSoftmax::defer),
+/// blocks in a loop of their own), OVERLAP_SOFTMAX (0/1: FlashAttention-3's order),
 /// BLOCK_POINTERS (0/1: K and V through block pointers of [batch, n_kv, heads_kv, head_dim],
 /// the TMA's on Hopper), PERSISTENT (0/1: the grid's programs, any number of them, take the
 /// query blocks in turn). Grid: (cdiv(n_q, BLOCK_M), batch * heads_q); with PERSISTENT

@@ -90,7 +90,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       const int64_t steps = mask_bn / bn;
       const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
       if (overlap)
-        softmax.defer(bn, T::dtype, cfg.get("OVERLAP_SOFTMAX", 0) == 2);
+        softmax.defer(bn, T::dtype);
       Tile pending_from = 0, visited = 0; // the pending step's first key; steps visited so far
       // Which elements of the keys from `from` tiles of pointers may read (a block pointer
       // reads 0 past the tensor; those keys' probabilities are 0).

@@ -183,13 +183,6 @@ void checkSpacesWith(const char *selector, const std::vector<std::pair<const cha
 // several, its producer loading the next tile's Q, K and V across the tile boundary.
 TEST_F(GpuTest, AttentionForwardPersistent) { checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}}, 4, 4224, 8); }
 
-// FlashAttention-3's order with the rescale at the next product (OVERLAP_SOFTMAX = 2) and
-// P @ V waited for at the top of the next iteration (wait_at_next_iteration), on every config
-// of the spaces with the overlap.
-TEST_F(GpuTest, AttentionForwardWaitAtNextIteration) {
-  checkSpacesWith("OVERLAP_SOFTMAX", {{"OVERLAP_SOFTMAX", 2}, {"wait_at_next_iteration", 1}}, 2, 1111, 4);
-}
-
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

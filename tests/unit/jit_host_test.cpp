@@ -107,8 +107,7 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"programs_per_sm", 0, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 0"},
-                                      {"programs_per_sm", 17, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 17"},
-                                      {"wait_at_next_iteration", 2, "wait_at_next_iteration must be 0 or 1, got 2"}}) {
+                                      {"programs_per_sm", 17, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 17"}}) {
     dsl::Config config{{"BLOCK", 256}};
     config.set(knob, value);
     try {

@@ -3,7 +3,6 @@
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <optional>
@@ -36,22 +35,17 @@ bool chainsToNextDot(DotOp dot) {
   return isAsyncDot(use.getOwner()) && use.getOperandNumber() == 2 && use.getOwner()->getBlock() == dot->getBlock();
 }
 
-/// The loop that `dot`'s result only goes round (yielded by the body it is in, read by the
-/// next iteration or after the loop), or null.
-scf::ForOp goesRound(DotOp dot) {
-  if (!dot->hasOneUse())
-    return {};
-  auto yield = dyn_cast<scf::YieldOp>(dot->use_begin()->getOwner());
-  return yield && yield->getBlock() == dot->getBlock() ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
-}
-
 /// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
 /// async dot of the body (the matmul's k loop), or null.
 scf::ForOp carriedInFlight(DotOp dot) {
-  scf::ForOp loop = goesRound(dot);
-  if (!loop)
+  if (!dot->hasOneUse())
     return {};
-  BlockArgument carried = loop.getRegionIterArg(dot->use_begin()->getOperandNumber());
+  OpOperand &use = *dot->use_begin();
+  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
+  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
+  if (!loop || yield->getBlock() != dot->getBlock())
+    return {};
+  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
   if (!carried.hasOneUse())
     return {};
   OpOperand &next = *carried.use_begin();
@@ -174,31 +168,8 @@ void placeWaits(Block &block) {
   else
     keepInFlight(loop, carried, int64_t(dots.size()), dots.back());
 
-  // With tile.wait_at_next_iteration, dots whose results only go round the loop stay in
-  // flight through the back edge: one wait at the top of the body (before anything else, the
-  // same order with every op of the body as a wait at its end) and one after the loop. At the
-  // end of the body, ptxas (CUDA 13.0) hoists the wait above the softmax's exponentials that
-  // the product was issued to overlap; at the top it cannot.
-  SmallVector<DotOp> goingRound;
-  if (auto func = block.getParentOp()->getParentOfType<func::FuncOp>();
-      func && func->hasAttr(kWaitAtNextIterationAttrName) && carried.empty())
-    for (DotOp dot : dots)
-      if (!chainsToNextDot(dot) && goesRound(dot))
-        goingRound.push_back(dot);
-  if (!goingRound.empty()) {
-    auto loop = cast<scf::ForOp>(block.getParentOp());
-    SmallVector<Value> args, results;
-    for (DotOp dot : goingRound) {
-      unsigned index = dot->use_begin()->getOperandNumber();
-      args.push_back(loop.getRegionIterArg(index));
-      results.push_back(loop.getResult(index));
-    }
-    waitBefore(&block.front(), args, 0, /*barrier=*/false);
-    waitBefore(loop->getNextNode(), results, 0, /*barrier=*/false);
-  }
-
   for (DotOp dot : dots) {
-    if (chainsToNextDot(dot) || llvm::is_contained(carried, dot) || llvm::is_contained(goingRound, dot))
+    if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
       continue;
     // The first op that reads the result, issues or waits for dots we cannot count, or refills
     // a stage the dot may be reading (a copy, or a store into its operand's stage); the

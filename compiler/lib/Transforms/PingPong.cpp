@@ -36,13 +36,13 @@ bool mayWaitForOtherWarps(Operation &op) {
          op.hasAttr("tile.smem_offset");
 }
 
-/// Brackets the async dots `body` issues before the first dot wait after them with a take and
-/// a pass, unless something between them may wait for the other warpgroup, which would be
-/// waiting for its turn.
+/// Brackets the async dots `body` issues before its first dot wait with a take and a pass,
+/// unless something between them may wait for the other warpgroup, which would be waiting for
+/// its turn.
 void takeTurns(Block &body) {
   Operation *first = nullptr, *last = nullptr;
   for (Operation &op : body) {
-    if (isa<DotWaitOp>(op) && first) // a wait before them is for the previous iteration's dots
+    if (isa<DotWaitOp>(op))
       break;
     if (isAsyncDot(&op)) {
       first = first ? first : &op;

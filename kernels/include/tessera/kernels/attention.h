@@ -53,9 +53,7 @@ enum class BackwardPass { keys_values, queries, keys_values_adding_dq };
 
 /// The configs attention_forward is autotuned over for a head dim (BLOCK_M, BLOCK_N,
 /// HEAD_DIM = head_dim padded to a power of two, CAUSAL, num_warps, num_stages, SPLIT_MASKED,
-/// OVERLAP_SOFTMAX: 1 for FlashAttention-3's order of the products, for Hopper; 2 the same
-/// with the accumulator's rescale at the next product, to pair with the compiler knob
-/// wait_at_next_iteration = 1); the first
+/// OVERLAP_SOFTMAX: FlashAttention-3's order of the products, for Hopper); the first
 /// is the default, used untuned (TESSERA_AUTOTUNE=off) and under the interpreter. Tuning
 /// runs on the first call per GPU model, dtype, head dim, causality and power-of-two buckets
 /// of the lengths and batch*heads, and is remembered on disk (see jit/Autotune.h). A given

@@ -15,14 +15,11 @@ struct OnlineSoftmax {
   static constexpr double log2e = 1.4426950408889634;
   dsl::Tile acc, row_max, row_sum;
 
-  /// What the key loop carries: the three above, and in the deferred order pending_p (and
-  /// pending_alpha where the rescale waits for the product).
+  /// What the key loop carries: the three above, and pending_p in the deferred order.
   dsl::Carried state() {
     dsl::Carried carried{acc, row_max, row_sum};
     if (!pending_p.is_null())
       carried.push_back(pending_p);
-    if (!pending_alpha.is_null())
-      carried.push_back(pending_alpha);
     return carried;
   }
 
@@ -48,30 +45,14 @@ struct OnlineSoftmax {
   /// so the softmax math runs while the tensor cores multiply. Per key block:
   /// `s = dot(q, trans(k)); multiply_pending(v of the previous block); add_deferred(scores)`;
   /// after the last block, `multiply_pending(its v)`. `pending_p` (in state() once set) starts
-  /// as zeros [rows, block], so the first product adds 0.
-  /// With `rescale_at_product`, the accumulator's rescale and P's conversion to V's dtype wait
-  /// for the next product too (pending_alpha; P carried in f32): then the product's result is
-  /// read only by the next block, and with the compiler's wait_at_next_iteration nothing in
-  /// the softmax waits for it (on Hopper ptxas otherwise waits for it before the exponentials).
-  dsl::Tile pending_p, pending_alpha;
-  void defer(int64_t block, dsl::DType dtype, bool rescale_at_product = false) {
-    pending_p = dsl::zeros({acc.shape()[0], block}, rescale_at_product ? dsl::DType::f32 : dtype);
-    if (rescale_at_product)
-      pending_alpha = dsl::full({acc.shape()[0]}, 1.0, dsl::DType::f32);
-  }
-  void multiply_pending(const dsl::Tile &v) {
-    acc = pending_alpha.is_null() ? dsl::dot(pending_p, v, acc)
-                                  : dsl::dot(pending_p.to(v.dtype()), v, acc * dsl::expand_dims(pending_alpha, 1));
-  }
+  /// as zeros [rows, block] of V's dtype (defer(block, dtype)), so the first product adds 0.
+  dsl::Tile pending_p;
+  void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
+  void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
   void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
     dsl::Tile alpha, p = fold(scores, scale, alpha);
-    if (pending_alpha.is_null()) {
-      acc = acc * dsl::expand_dims(alpha, 1);
-      pending_p = p.to(pending_p.dtype());
-    } else {
-      pending_p = p;
-      pending_alpha = alpha;
-    }
+    acc = acc * dsl::expand_dims(alpha, 1);
+    pending_p = p.to(pending_p.dtype());
   }
 
   /// exp2(x * scale - shift), the multiply fused into the subtraction's FMA; exp2(x - shift)

@@ -142,11 +142,7 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
     last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
     warpgroups are done with their stages), and only then refills its stages (cp.async copies
     or TMA loads; a TMA stage's `tile.wait_barrier` then needs no CTA barrier of its own); the
-    loop's results are waited for right after it. With `tile.wait_at_next_iteration` on the
-    kernel, a dot whose result only goes round its loop (yielded, read by the next iteration's
-    other ops or after the loop) is waited for first thing in the next iteration and after the
-    loop: the same order with every op of the body as a wait at its end, but ptxas, which
-    hoists a wait at the end above the softmax the product should overlap, cannot hoist it.
+    loop's results are waited for right after it.
   }];
 }
 

@@ -87,10 +87,6 @@ inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
 /// knob programs_per_sm; 1 when absent): each gets that share of the registers.
 inline constexpr llvm::StringLiteral kProgramsPerSmAttrName = "tile.programs_per_sm";
-/// Function attribute: a loop's async dots whose results only go round it are waited for at
-/// the top of the next iteration, not at the end of this one (config knob
-/// wait_at_next_iteration; tile-async-dots).
-inline constexpr llvm::StringLiteral kWaitAtNextIterationAttrName = "tile.wait_at_next_iteration";
 
 } // namespace tessera::tile
 
