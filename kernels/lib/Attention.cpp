@@ -233,6 +233,13 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
   }
+  // The forward's masked loop: key blocks of a power of two dividing BLOCK_N; narrower ones
+  // only in the plain order (FlashAttention-3's carries one block's P from loop to loop).
+  const int64_t bn = config.get("BLOCK_N", 0), masked = config.get("MASKED_BLOCK_N", bn);
+  if (masked < 16 || (masked & (masked - 1)) || masked > bn)
+    fail("config " + config.str() + ": MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");
+  if (masked < bn && config.get("OVERLAP_SOFTMAX", 0))
+    fail("config " + config.str() + ": MASKED_BLOCK_N below BLOCK_N needs OVERLAP_SOFTMAX = 0");
   if (config.get("PERSISTENT", 0) && !persistent)
     fail("config " + config.str() + ": PERSISTENT is only for the forward passes (dense and block-sparse)");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
@@ -276,20 +283,33 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // ping-pong the same blocks run no faster than the 64 x 128 programs; 128 x 128 blocks,
   // ping-pong or not, gain 2%. With the overlapped order (OVERLAP_SOFTMAX) the 128 x 256 blocks
   // spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned tensors), which is
-  // why they come second, after the default that runs well everywhere.
+  // why they come second, after the default that runs well everywhere. With the causal mask their
+  // gain is smaller: a 256-key block along the diagonal computes twice the masked scores of a
+  // 128-key one, hence the twin whose masked loop takes 128 keys a block (MASKED_BLOCK_N; not yet
+  // timed on the GPU).
   // FlashAttention-3's ping-pong on the 128 x 128 blocks at d = 128: on the H200 (N = 4096, f16)
   // as fast as without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks lose 1-5%), so
   // the tuner decides per GPU and shape.
   struct Shape {
-    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0;
+    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, maskedBn = 0;
   };
   std::vector<Shape> shapes;
   if (padded <= 64)
-    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2}, {128, 256, 8, 2, 1, 0, 0, 2, 1, 1}, {64, 64, 4, 2, 1, 0, 1, 2, 3},
-              {64, 128, 4, 2, 1, 0, 0, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 3},        {64, 64, 4, 3, 1, 0, 0, 1},
-              {64, 64, 4, 3, 1, 0, 0, 0},     {128, 64, 4, 3, 1, 0, 0, 0},          {128, 64, 4, 3, 0, 0, 0, 0},
-              {128, 128, 8, 2, 1, 0, 1, 0},   {64, 64, 4, 3, 1, 0, 1, 0},           {128, 64, 8, 3, 1, 0, 1, 0},
-              {64, 64, 4, 4, 1, 0, 0, 0},     {128, 64, 8, 3, 1, 0, 1, 2}};
+    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2},
+              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1},
+              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128},
+              {64, 64, 4, 2, 1, 0, 1, 2, 3},
+              {64, 128, 4, 2, 1, 0, 0, 2, 2},
+              {64, 64, 4, 2, 1, 0, 0, 2, 3},
+              {64, 64, 4, 3, 1, 0, 0, 1},
+              {64, 64, 4, 3, 1, 0, 0, 0},
+              {128, 64, 4, 3, 1, 0, 0, 0},
+              {128, 64, 4, 3, 0, 0, 0, 0},
+              {128, 128, 8, 2, 1, 0, 1, 0},
+              {64, 64, 4, 3, 1, 0, 1, 0},
+              {128, 64, 8, 3, 1, 0, 1, 0},
+              {64, 64, 4, 4, 1, 0, 0, 0},
+              {128, 64, 8, 3, 1, 0, 1, 2}};
   else if (padded <= 128)
     shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
@@ -302,6 +322,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
   for (const Shape &shape : shapes) {
+    if (shape.maskedBn && !causal)
+      continue; // (narrower masked blocks are for the causal diagonal)
     configs.push_back({{"BLOCK_M", shape.bm}, {"BLOCK_N", shape.bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", shape.split}, {"num_warps", shape.warps}, {"num_stages", shape.stages},
                        {"invariant_operands_in_shared", shape.qShared}, {"OVERLAP_SOFTMAX", shape.overlap}});
@@ -313,6 +335,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
       configs.back().set("programs_per_sm", shape.programs);
     if (shape.pingPong)
       configs.back().set("ping_pong", 1);
+    if (shape.maskedBn)
+      configs.back().set("MASKED_BLOCK_N", shape.maskedBn);
   }
   return configs;
 }

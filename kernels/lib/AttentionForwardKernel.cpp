@@ -16,6 +16,9 @@ template <typename T> Kernel forward() {
                                     Long o_sb, Long o_sn, Long o_sh, Float scale, Int batches, Int heads_kv,
                                     const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
+    // The masked loop's key blocks may be narrower (MASKED_BLOCK_N, dividing BLOCK_N): fewer
+    // keys past the causal diagonal computed only to be masked.
+    const int64_t masked_bn = cfg.get("MASKED_BLOCK_N", bn);
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
@@ -64,34 +67,35 @@ template <typename T> Kernel forward() {
       // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the
       // tensor reads 0 and other rows are read, but their probabilities are 0.
       auto readable = [&](const Tile &cols, bool masked, bool deferred) {
-        Tile ok = broadcast_to(dim_ok, {bn, d});
+        Tile ok = broadcast_to(dim_ok, {cols.shape()[0], d});
         if (masked || deferred)
           ok = ok && expand_dims(cols, 1) < (deferred ? kv_end : n_kv);
         if (deferred)
           ok = ok && expand_dims(cols, 1) >= 0;
         return ok;
       };
-      // V's rows first..first + BLOCK_N, [BLOCK_N, d] as stored (coalesced).
-      auto load_v = [&](const Tile &first, bool masked, bool deferred) {
-        return values.load(first, bn, dims, readable(first + arange(0, bn), masked, deferred));
+      // V's rows first..first + width, [width, d] as stored (coalesced).
+      auto load_v = [&](const Tile &first, int64_t width, bool masked, bool deferred) {
+        return values.load(first, width, dims, readable(first + arange(0, width), masked, deferred));
       };
       auto visit = [&](Tile begin, Tile end, bool masked) {
-        for_range(begin, end, bn, softmax.state(), [&](Tile start) {
-          Tile cols = start + arange(0, bn);
+        const int64_t width = masked ? masked_bn : bn;
+        for_range(begin, end, width, softmax.state(), [&](Tile start) {
+          Tile cols = start + arange(0, width);
           // The dot reads K transposed.
-          Tile k_tile = keys.load(start, bn, dims, readable(cols, masked, false));
+          Tile k_tile = keys.load(start, width, dims, readable(cols, masked, false));
           Tile qk = dot(q_tile, trans(k_tile));
           if (overlap)
-            softmax.multiply_pending(load_v(start - bn, masked, true));
+            softmax.multiply_pending(load_v(start - bn, bn, masked, true));
           Tile scores = qk; // the softmax scales them by qk_scale
           if (masked) // keys past n_kv, or with the causal mask those past the diagonal
-            scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, bn), 0),
+            scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, width), 0),
                                          row_start, start, n_kv, diagonal),
                            scores, -INFINITY);
           if (overlap)
             softmax.add_deferred(scores, qk_scale);
           else
-            softmax.add(scores, qk_scale, [&] { return load_v(start, masked, false); });
+            softmax.add(scores, qk_scale, [&] { return load_v(start, width, masked, false); });
         });
       };
       if (split)
@@ -100,7 +104,8 @@ template <typename T> Kernel forward() {
       // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
       // any block was visited.
       if (overlap)
-        if_(kv_end > 0, {softmax.acc}, [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, true, true)); });
+        if_(kv_end > 0, {softmax.acc},
+            [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, bn, true, true)); });
       store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
             softmax.output(T::dtype), row_ok && dim_ok);
       store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);

@@ -153,7 +153,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "PERSISTENT=1"},
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1"},
                       Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16, "PERSISTENT=1"},
-                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT=1"}));
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT=1"},
+                      // Narrower key blocks along the causal diagonal (the 128 x 256 blocks' twin):
+                      // the diagonal offset both ways, rows that see no key.
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "MASKED_BLOCK_N=128"},
+                      Case{2, 300, 113, 3, 1, 64, true, true, DType::bf16, "MASKED_BLOCK_N=64"},
+                      Case{1, 70, 290, 1, 1, 32, true, false, DType::f16, "MASKED_BLOCK_N=16"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -245,6 +250,13 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("PERSISTENT", 0);
   options.config->set("QUERIES_IN_ROWS", 2);
   expectError("QUERIES_IN_ROWS must be 0 or 1");
+  options.config->set("QUERIES_IN_ROWS", 0);
+  for (int64_t masked : {int64_t(0), int64_t(24), 2 * options.config->get("BLOCK_N", 0)}) {
+    options.config->set("MASKED_BLOCK_N", masked);
+    expectError("MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");
+  }
+  options.config->set("MASKED_BLOCK_N", 16);
+  expectError("MASKED_BLOCK_N below BLOCK_N needs OVERLAP_SOFTMAX = 0");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
