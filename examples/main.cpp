@@ -86,10 +86,11 @@ int main(int argc, char **argv) {
       for (size_t arg : example.unit_strides)
         aligned.equal_to_1[arg] = true;
       for (const Specialization &specialization : {Specialization{}, aligned}) {
-        TracedKernel traced = example.kernel.trace(example.config, specialization);
+        // Filtered before tracing: --set then changes only the kernels --only names.
         std::string variant = example.tag + (specialization.divisible_by_16.empty() ? "" : ".aligned");
-        if ((traced.name() + variant).find(only) == std::string::npos)
+        if ((example.kernel.name() + variant).find(only) == std::string::npos)
           continue;
+        TracedKernel traced = example.kernel.trace(example.config, specialization);
         if (printIR)
           std::cout << "// " << traced.name() << variant << " " << example.config.str() << "\n"
                     << traced.str() << "\n";
