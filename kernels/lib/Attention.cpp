@@ -285,19 +285,18 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned tensors), which is
   // why they come second, after the default that runs well everywhere. With the causal mask their
   // gain is smaller: a 256-key block along the diagonal computes twice the masked scores of a
-  // 128-key one, hence the twin whose masked loop takes 128 keys a block (MASKED_BLOCK_N; not yet
-  // timed on the GPU).
+  // 128-key one (MASKED_BLOCK_N narrows the masked loop's blocks: outside the space until timed
+  // and tested on the GPU).
   // FlashAttention-3's ping-pong on the 128 x 128 blocks at d = 128: on the H200 (N = 4096, f16)
   // as fast as without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks lose 1-5%), so
   // the tuner decides per GPU and shape.
   struct Shape {
-    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, maskedBn = 0;
+    int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0;
   };
   std::vector<Shape> shapes;
   if (padded <= 64)
     shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2},
               {128, 256, 8, 2, 1, 0, 0, 2, 1, 1},
-              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128},
               {64, 64, 4, 2, 1, 0, 1, 2, 3},
               {64, 128, 4, 2, 1, 0, 0, 2, 2},
               {64, 64, 4, 2, 1, 0, 0, 2, 3},
@@ -322,8 +321,6 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
   for (const Shape &shape : shapes) {
-    if (shape.maskedBn && !causal)
-      continue; // (narrower masked blocks are for the causal diagonal)
     configs.push_back({{"BLOCK_M", shape.bm}, {"BLOCK_N", shape.bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", shape.split}, {"num_warps", shape.warps}, {"num_stages", shape.stages},
                        {"invariant_operands_in_shared", shape.qShared}, {"OVERLAP_SOFTMAX", shape.overlap}});
@@ -335,8 +332,6 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
       configs.back().set("programs_per_sm", shape.programs);
     if (shape.pingPong)
       configs.back().set("ping_pong", 1);
-    if (shape.maskedBn)
-      configs.back().set("MASKED_BLOCK_N", shape.maskedBn);
   }
   return configs;
 }

@@ -183,6 +183,13 @@ void checkSpacesWith(const char *selector, const std::vector<std::pair<const cha
 // several, its producer loading the next tile's Q, K and V across the tile boundary.
 TEST_F(GpuTest, AttentionForwardPersistent) { checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}}, 4, 4224, 8); }
 
+// Narrower key blocks in the masked loop (MASKED_BLOCK_N, in the plain order) on the configs in
+// ping-pong: the loops' blocks differ in width, each with its own ring and turns.
+TEST_F(GpuTest, AttentionForwardNarrowMaskedBlocks) {
+  for (int64_t masked : {128, 64})
+    checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", masked}}, 2, 1111, 4);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -32,7 +32,8 @@ struct Case {
   DType dtype;
   /// With the first tuned config that sets this knob (OVERLAP_SOFTMAX: FlashAttention-3's
   /// order; BLOCK_POINTERS: K and V through block pointers); KEY=VALUE sets it on the first
-  /// config that sets KEY, or on the first config where none does (PERSISTENT).
+  /// config that sets KEY, or on the first config where none does (PERSISTENT); further
+  /// ,KEY=VALUE pairs set more knobs on that config.
   const char *knob = nullptr;
   /// The backward with dQ added in the dK/dV pass (AttentionOptions::deterministic off).
   bool atomic_dq = false;
@@ -88,7 +89,11 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   if (equals != std::string::npos) {
     if (!options.config)
       options.config = attention_forward_configs(c.d, c.causal).front();
-    options.config->set(knob.substr(0, equals), std::stoll(knob.substr(equals + 1)));
+    for (size_t at = 0; at < knob.size();) {
+      const size_t end = std::min(knob.find(',', at), knob.size()), is = knob.find('=', at);
+      options.config->set(knob.substr(at, is - at), std::stoll(knob.substr(is + 1, end - is - 1)));
+      at = end + 1;
+    }
   }
   ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);
@@ -154,11 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1"},
                       Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16, "PERSISTENT=1"},
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "PERSISTENT=1"},
-                      // Narrower key blocks along the causal diagonal (the 128 x 256 blocks' twin):
-                      // the diagonal offset both ways, rows that see no key.
-                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "MASKED_BLOCK_N=128"},
-                      Case{2, 300, 113, 3, 1, 64, true, true, DType::bf16, "MASKED_BLOCK_N=64"},
-                      Case{1, 70, 290, 1, 1, 32, true, false, DType::f16, "MASKED_BLOCK_N=16"}));
+                      // Narrower key blocks along the causal diagonal, on the 128 x 256 blocks in
+                      // ping-pong: the diagonal offset both ways, rows that see no key.
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128"},
+                      Case{2, 300, 113, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64"},
+                      Case{1, 70, 290, 1, 1, 32, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=16"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
