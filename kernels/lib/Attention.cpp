@@ -275,18 +275,17 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // 8192: 1.624 ms where the first config takes 1.824; causal 0.954).
   // At d = 64 the 128 x 256 blocks on two consumer warpgroups beside a producer, in
   // FlashAttention-3's ping-pong (the warpgroups take turns at their dots), beat the 64 x 128
-  // programs two an SM by 8-9%, causal by 2-5% (sustained, H200, f16 N = 4096: 1.185 ms
-  // against 1.291, causal 0.696 against 0.707; bf16 N = 8192: 2.212 against 2.427, causal 1.228
-  // against 1.297): a score costs
-  // fewer instructions (the rescale and the row reductions are paid once per 256 keys, QK runs
-  // as m64n256 wgmma) and one warpgroup's softmax hides under the other's dots. Without the
-  // ping-pong the same blocks run no faster than the 64 x 128 programs; 128 x 128 blocks,
-  // ping-pong or not, gain 2%. With the overlapped order (OVERLAP_SOFTMAX) the 128 x 256 blocks
-  // spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned tensors), which is
-  // why they come second, after the default that runs well everywhere. With the causal mask their
-  // gain is smaller: a 256-key block along the diagonal computes twice the masked scores of a
-  // 128-key one (MASKED_BLOCK_N narrows the masked loop's blocks: outside the space until timed
-  // and tested on the GPU).
+  // programs two an SM by 8-9%, causal by 2-5% (sustained, H200, f16 N = 4096: 1.185 ms against
+  // 1.291, causal 0.696 against 0.707; bf16 N = 8192: 2.212 against 2.427, causal 1.228 against
+  // 1.297): a score costs fewer instructions (the rescale and the row reductions are paid once per
+  // 256 keys, QK runs as m64n256 wgmma) and one warpgroup's softmax hides under the other's dots.
+  // Without the ping-pong the same blocks run no faster than the 64 x 128 programs; 128 x 128
+  // blocks, ping-pong or not, gain at most 2%. With the overlapped order (OVERLAP_SOFTMAX) the
+  // 128 x 256 blocks spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned
+  // tensors), which is why they come second, after the default that runs well everywhere. With the
+  // causal mask their gain is smaller: a 256-key block along the diagonal computes twice the masked
+  // scores of a 128-key one (MASKED_BLOCK_N narrows the masked loop's blocks: outside the space
+  // until timed and tested on the GPU).
   // FlashAttention-3's ping-pong on the 128 x 128 blocks at d = 128: on the H200 (N = 4096, f16)
   // as fast as without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks lose 1-5%), so
   // the tuner decides per GPU and shape.
