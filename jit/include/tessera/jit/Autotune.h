@@ -93,6 +93,8 @@ public:
     /// Settings the arguments decide (e.g. that the lengths are whole blocks), added to every
     /// config timed; whoever launches the chosen config adds them too (it is stored without).
     std::function<void(dsl::Config &, const std::vector<dsl::LaunchArg> &)> specialize;
+    /// Default timing: at least `warmup` launches back to back (as many as fill ~100 ms), then
+    /// `runs` timed ones queued back to back, the median counting.
     int warmup = 3;
     int runs = 20;
     /// Custom timing (default: CUDA events around the kernel, inputs restored, L2 flushed).
