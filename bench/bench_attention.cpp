@@ -29,7 +29,17 @@ int main(int argc, char **argv) {
   // configs they do not fit are skipped.
   std::string only = argc > 2 ? argv[2] : "";
   const int64_t onlyD = argc > 4 ? std::stoll(argv[3]) : 0, onlyN = argc > 4 ? std::stoll(argv[4]) : 0;
-  const std::string knobs = argc > 5 ? argv[5] : "";
+  std::vector<dsl::Config> knobSets;
+  for (std::string rest = argc > 5 ? argv[5] : ""; !rest.empty();) {
+    const size_t slash = std::min(rest.find('/'), rest.size());
+    try {
+      knobSets.emplace_back().set_all(rest.substr(0, slash));
+      rest.erase(0, slash + 1);
+    } catch (const Error &error) {
+      std::fprintf(stderr, "bench_attention: %s\n", error.what());
+      return 2;
+    }
+  }
   // argv[6] (optional): only the configs whose text holds it (and the default), e.g.
   // warp_specialize=1.
   const std::string filter = argc > 6 ? argv[6] : "";
@@ -64,20 +74,14 @@ int main(int argc, char **argv) {
             if (i == 0 || kept(space[i]))
               configs.push_back(space[i]);
           const size_t spaceSize = configs.size();
-          for (size_t from = 0; from < knobs.size();) {
-            const size_t to = std::min(knobs.find('/', from), knobs.size());
+          for (const dsl::Config &knobs : knobSets)
             for (size_t i = 0; i < spaceSize; ++i) {
               dsl::Config config = configs[i];
-              for (size_t at = from; at < to;) {
-                size_t end = std::min(knobs.find(',', at), to), equals = knobs.find('=', at);
-                config.set(knobs.substr(at, equals - at), std::stoll(knobs.substr(equals + 1, end - equals - 1)));
-                at = end + 1;
-              }
+              for (const auto &[name, value] : knobs.values())
+                config.set(name, value);
               if (kept(config) && std::find(configs.begin(), configs.end(), config) == configs.end())
                 configs.push_back(config);
             }
-            from = to + 1;
-          }
           const int rounds = onlyN ? 3 : 1;
           std::vector<std::vector<double>> times(configs.size());
           for (int round = 0; round < rounds; ++round)

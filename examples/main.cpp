@@ -4,8 +4,8 @@
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
 // strides, which takes the vectorized paths); --only TEXT keeps the kernels whose file name
 // contains TEXT (e.g. attention_bwd_dkdv.f16.d128), --shard I/N every N-th kernel from the I-th
-// (N processes share the work), --set KEY=VALUE overrides a config entry of every kernel listed
-// (e.g. --set num_warps=8: inspect a config's PTX). CI assembles every file with ptxas. Without
+// (N processes share the work), --set KEY=VALUE[,KEY=VALUE...] overrides config entries of every
+// kernel listed (e.g. --set num_warps=8: inspect a config's PTX). CI assembles every file with ptxas. Without
 // flags it then runs flash attention and checks it against a CPU reference: on the GPU, or
 // through the interpreter where there is none.
 #include "attention_check.h"
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
   bool printIR = false;
   std::string ptxDir, only;
   size_t shard = 0, shards = 1;
-  std::vector<std::pair<std::string, int64_t>> overrides;
+  Config overrides;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--ir")
@@ -43,11 +43,15 @@ int main(int argc, char **argv) {
     else if (arg == "--shard" && i + 1 < argc && std::sscanf(argv[++i], "%zu/%zu", &shard, &shards) == 2 &&
              shard < shards)
       continue;
-    else if (arg == "--set" && i + 1 < argc && std::string(argv[i + 1]).find('=') != std::string::npos) {
-      std::string entry = argv[++i];
-      overrides.emplace_back(entry.substr(0, entry.find('=')), std::atoll(entry.c_str() + entry.find('=') + 1));
+    else if (arg == "--set" && i + 1 < argc) {
+      try {
+        overrides.set_all(argv[++i]);
+      } catch (const Error &error) {
+        std::cerr << "tessera-examples: " << error.what() << "\n";
+        return 2;
+      }
     } else {
-      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR] [--only TEXT] [--shard I/N] [--set KEY=VALUE]...\n";
+      std::cerr << "usage: tessera-examples [--ir] [--ptx DIR] [--only TEXT] [--shard I/N] [--set KEY=VALUE[,KEY=VALUE...]]...\n";
       return 2;
     }
   }
@@ -73,12 +77,12 @@ int main(int argc, char **argv) {
          {7, 9, 11}, ".warp_specialized"},
         {examples::attention_forward<f16>(), {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"HEAD_DIM", 64}}},
     };
-    const bool listing = printIR || !ptxDir.empty() || !only.empty() || shards > 1 || !overrides.empty();
+    const bool listing = printIR || !ptxDir.empty() || !only.empty() || shards > 1 || !overrides.values().empty();
     for (const kernels::ShippedKernel &shipped : listing ? kernels::shipped_kernels() : std::vector<kernels::ShippedKernel>{})
       examples.push_back({shipped.kernel, shipped.config, {}, "." + shipped.variant});
     for (size_t e = shard; e < examples.size(); e += shards) {
       Example &example = examples[e];
-      for (const auto &[key, value] : overrides)
+      for (const auto &[key, value] : overrides.values())
         example.config.set(key, value);
       Specialization aligned;
       aligned.divisible_by_16.assign(example.kernel.signature().size(), true);

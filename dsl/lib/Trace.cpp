@@ -93,6 +93,27 @@ int64_t Config::get(const std::string &name, int64_t fallback) const {
   return it == values_.end() ? fallback : it->second;
 }
 
+void Config::set_all(const std::string &assignments) {
+  for (size_t at = 0; at <= assignments.size();) {
+    const size_t end = std::min(assignments.find(',', at), assignments.size());
+    const std::string entry = assignments.substr(at, end - at);
+    const size_t equals = entry.find('=');
+    size_t parsed = 0;
+    int64_t value = 0;
+    try {
+      if (equals != std::string::npos && equals > 0)
+        value = std::stoll(entry.substr(equals + 1), &parsed);
+    } catch (const std::exception &) {
+      parsed = 0; // not an integer, or out of range
+    }
+    if (parsed == 0 || equals + 1 + parsed != entry.size())
+      throw Error("config assignment '" + entry + "' is not KEY=VALUE with an integer VALUE (in '" + assignments +
+                  "')");
+    set(entry.substr(0, equals), value);
+    at = end + 1;
+  }
+}
+
 std::string Config::str() const {
   std::string text = "{";
   for (const auto &[name, value] : values_)

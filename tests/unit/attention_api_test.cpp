@@ -89,11 +89,7 @@ TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   if (equals != std::string::npos) {
     if (!options.config)
       options.config = attention_forward_configs(c.d, c.causal).front();
-    for (size_t at = 0; at < knob.size();) {
-      const size_t end = std::min(knob.find(',', at), knob.size()), is = knob.find('=', at);
-      options.config->set(knob.substr(at, is - at), std::stoll(knob.substr(is + 1, end - is - 1)));
-      at = end + 1;
-    }
+    options.config->set_all(knob);
   }
   ASSERT_EQ(c.knob != nullptr, options.config.has_value()) << c;
   attention_forward(q.view, k.view, v.view, o.view, lse_view, options);

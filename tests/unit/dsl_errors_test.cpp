@@ -306,4 +306,20 @@ TEST(DslErrorsOutsideTrace, KernelNameMustBeAnIdentifier) {
   EXPECT_NO_THROW(kernel("_ok_9", body));
 }
 
+TEST(ConfigAssignments, SetEachKeyAndNameAMalformedOne) {
+  Config config{{"num_warps", 4}};
+  config.set_all("num_warps=8,MASKED_BLOCK_N=128,SHIFT=-2");
+  EXPECT_EQ(config, (Config{{"num_warps", 8}, {"MASKED_BLOCK_N", 128}, {"SHIFT", -2}}));
+  for (const char *bad : {"", "num_warps", "=8", "num_warps=", "num_warps=8x", "a=1,,b=2", "a=1,", "a=1.5",
+                          "a=99999999999999999999"}) {
+    Config untouched = config;
+    try {
+      untouched.set_all(bad);
+      FAIL() << "no error for '" << bad << "'";
+    } catch (const Error &error) {
+      EXPECT_THAT(error.what(), HasSubstr("is not KEY=VALUE with an integer VALUE")) << bad;
+    }
+  }
+}
+
 } // namespace

@@ -42,6 +42,9 @@ public:
   int64_t get(const std::string &name, int64_t fallback) const;
   bool has(const std::string &name) const { return values_.count(name) != 0; }
   void set(const std::string &name, int64_t value) { values_[name] = value; }
+  /// Sets each of the comma-separated `KEY=VALUE` assignments ("num_warps=8,num_stages=3");
+  /// throws tessera::Error naming a malformed one (no name, no `=`, a value not an integer).
+  void set_all(const std::string &assignments);
   const std::map<std::string, int64_t> &values() const { return values_; }
   bool operator==(const Config &other) const { return values_ == other.values_; }
   /// "{BLOCK=1024, CAUSAL=1}"
