@@ -493,6 +493,18 @@ std::array<dsl::Config, 3> sparseDefaults(int64_t padded, int64_t mask_bm, int64
   return {spaces[0].front(), spaces[1].front(), spaces[2].front()};
 }
 
+std::vector<dsl::Config> block_sparse_forward_configs(int64_t head_dim, const BlockMask &mask) {
+  return sparseSpaces(paddedHeadDim(head_dim), mask.block_m(), mask.block_n())[0];
+}
+
+std::vector<dsl::Config> block_sparse_backward_configs(int64_t head_dim, const BlockMask &mask, BackwardPass pass) {
+  if (pass == BackwardPass::keys_values_adding_dq)
+    throw Error("block_sparse_backward_configs: block-sparse attention has no dK/dV pass adding dQ "
+                "(keys_values_adding_dq); its passes are keys_values and queries");
+  const size_t space = pass == BackwardPass::keys_values ? 1 : 2;
+  return sparseSpaces(paddedHeadDim(head_dim), mask.block_m(), mask.block_n())[space];
+}
+
 std::vector<ShippedKernel> shipped_kernels() {
   std::vector<ShippedKernel> kernels;
   // Block-sparse attention plain, and with modifiers of each kind (a mask and a score read
@@ -922,7 +934,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "attention_forward_configs", true);
+  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "block_sparse_forward_configs", true);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
@@ -955,9 +967,9 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
   const std::optional<dsl::Config> keysConfig = sparseConfig(options.keys_values_config, mask, padded,
-                                                             "attention_backward_configs(keys_values)"),
+                                                             "block_sparse_backward_configs(keys_values)"),
                                    queriesConfig = sparseConfig(options.queries_config, mask, padded,
-                                                                "attention_backward_configs(queries)");
+                                                                "block_sparse_backward_configs(queries)");
   if (dk.numel() == 0 && dq.numel() == 0)
     return;
   jit::DeviceBuffer delta = launchDelta(p, o, dout, stream);

@@ -298,9 +298,9 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
 }
 
 // Block pointers at the block indices the mask lists (the TMA's copies, from producer warps
-// where the config has them): every block-pointer config of the forward (persistent, and with
-// ping-pong, where they apply) and every config of
-// the backward with block pointers on, on the GPU against the interpreter, random 128x128 blocks with an empty query block, partial blocks through a
+// where the config has them), on the GPU against the interpreter: every block-pointer config of
+// the block-sparse forward's space (also persistent, and with ping-pong, where they apply) and of
+// the backward's; random 128x128 blocks with an empty query block, partial blocks through a
 // mask_mod, ragged ends and a GQA group. n = 304: a 16-multiple, whose LSE and delta rows the
 // dK/dV pass's TMA copies too (300 in BlockSparseBackward keeps them on pointers).
 TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
@@ -311,6 +311,8 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     state = kernels::BlockMask::State(rng() % 3);
   for (int j = 0; j < 3; ++j)
     states[3 + j] = kernels::BlockMask::State::skip; // query block 1 of head 0 sees nothing
+  // Its block sizes pick the spaces; each run makes its own (its indices on the device or not).
+  const kernels::BlockMask blocks(1, heads_q, n, n, 128, 128, states);
   kernels::BlockSparseAttention attention(kernels::Modifiers{
       [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) { return (q + 3 * kv + h) % 4 != 0; }});
   for (const int d : {64, 128}) {
@@ -360,17 +362,15 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     expectAgreement(tuned, "tuned configs");
     int configs = 0;
     // And persistent programs beside a producer warpgroup; where two consumer warpgroups
-    // compute, also taking turns at their wgmma (ping_pong), each config once. BLOCK_N is fitted
-    // to the mask's 128-key blocks, as the block-sparse space fits it.
+    // compute, also taking turns at their wgmma (ping_pong), each config once.
     std::vector<std::string> tried;
-    for (dsl::Config config : kernels::attention_forward_configs(d, false))
+    for (dsl::Config config : kernels::block_sparse_forward_configs(d, blocks))
       for (int persistent : {0, 1})
         for (int ping_pong : {0, 1}) {
           const bool specialized = config.get("warp_specialize", 0) != 0;
           if (!config.get("BLOCK_POINTERS", 0) || (persistent && !specialized) ||
               (ping_pong && !kernels::ping_pong_applies(config)))
             continue;
-          config.set("BLOCK_N", std::min<int64_t>(config["BLOCK_N"], 128));
           config.set("PERSISTENT", persistent);
           config.set("ping_pong", ping_pong);
           if (std::find(tried.begin(), tried.end(), config.str()) != tried.end())
@@ -381,11 +381,11 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
           expectAgreement(run(forward, {}), "forward " + config.str());
           ++configs;
         }
-    // The backward's spaces with block pointers on every config (the block-sparse spaces have
-    // each config both ways).
+    // The backward's configs through block pointers.
     for (auto pass : {kernels::BackwardPass::keys_values, kernels::BackwardPass::queries})
-      for (dsl::Config config : kernels::attention_backward_configs(d, false, pass)) {
-        config.set("BLOCK_POINTERS", 1);
+      for (const dsl::Config &config : kernels::block_sparse_backward_configs(d, blocks, pass)) {
+        if (!config.get("BLOCK_POINTERS", 0))
+          continue;
         kernels::AttentionOptions backward;
         (pass == kernels::BackwardPass::keys_values ? backward.keys_values_config : backward.queries_config) = config;
         expectAgreement(run({}, backward), "backward " + config.str());

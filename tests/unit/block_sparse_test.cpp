@@ -278,8 +278,8 @@ TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
 }
 
 // Block pointers (on Hopper the TMA's copies, from producer warps where the config has them)
-// at the block indices the mask lists: every block-pointer config of the forward, every config
-// of the backward with block pointers on, random blocks of 128 with an empty row, ragged ends
+// at the block indices the mask lists: every block-pointer config of the block-sparse spaces
+// (the forward's also persistent), random blocks of 128 with an empty row, ragged ends
 // and a GQA group (dK/dV's loop over its heads). The inputs are 16-byte aligned, so that the
 // block pointers stay on (attention turns them off where the TMA could not copy).
 TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
@@ -289,11 +289,14 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 3 * kv + h) % 4 != 0; }));
   int forwards = 0, backwards = 0;
-  for (dsl::Config config : attention_forward_configs(64, false))
+  std::vector<std::string> tried;
+  for (dsl::Config config : block_sparse_forward_configs(64, mask))
     for (int persistent : {0, 1}) // persistent programs (three here) beside a producer warpgroup
       if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
         config.set("PERSISTENT", persistent);
-        config.set("BLOCK_N", std::min<int64_t>(config["BLOCK_N"], 128)); // as the sparse space fits it to the mask
+        if (std::find(tried.begin(), tried.end(), config.str()) != tried.end())
+          continue;
+        tried.push_back(config.str());
         SCOPED_TRACE(config.str());
         AttentionOptions options;
         options.config = config;
@@ -301,8 +304,9 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
         ++forwards;
       }
   for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
-    for (dsl::Config config : attention_backward_configs(64, false, pass)) {
-      config.set("BLOCK_POINTERS", 1); // the block-sparse spaces have each config both ways
+    for (const dsl::Config &config : block_sparse_backward_configs(64, mask, pass)) {
+      if (!config.get("BLOCK_POINTERS", 0))
+        continue;
       SCOPED_TRACE(config.str());
       AttentionOptions options;
       (pass == BackwardPass::keys_values ? options.keys_values_config : options.queries_config) = config;
@@ -435,11 +439,39 @@ TEST_F(BlockSparse, BackwardRejectsBadModifiersOptionsAndConfigs) {
   AttentionOptions alien;
   alien.queries_config = attention_backward_configs(64, false, BackwardPass::queries).front();
   expectError(BlockSparseAttention(), alien,
-              "is not for head_dim 32, not causal (take one of attention_backward_configs(queries))");
+              "is not for head_dim 32, not causal (take one of block_sparse_backward_configs(queries))");
   AttentionOptions persistent; // the backward's programs do not take tiles in turn
   persistent.queries_config = attention_backward_configs(32, false, BackwardPass::queries).front();
   persistent.queries_config->set("PERSISTENT", 1);
   expectError(BlockSparseAttention(), persistent, "PERSISTENT is only for the forward passes (dense and block-sparse)");
+  try {
+    block_sparse_backward_configs(32, mask, BackwardPass::keys_values_adding_dq);
+    ADD_FAILURE() << "no error for keys_values_adding_dq";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("block-sparse attention has no dK/dV pass adding dQ"));
+  }
+}
+
+// The block-sparse spaces fit the mask's blocks (what options.config takes), at any mask block
+// size and head dim.
+TEST(BlockSparseSpaces, FitTheMasksBlocks) {
+  for (int64_t d : {16, 64, 96, 128, 256})
+    for (auto [bm, bn] : {std::pair<int64_t, int64_t>{128, 128}, {64, 32}, {16, 256}}) {
+      const BlockMask mask = BlockMask::causal(1, 256, 256, bm, bn);
+      const std::vector<dsl::Config> spaces[] = {
+          block_sparse_forward_configs(d, mask), block_sparse_backward_configs(d, mask, BackwardPass::keys_values),
+          block_sparse_backward_configs(d, mask, BackwardPass::queries)};
+      for (const std::vector<dsl::Config> &space : spaces) {
+        ASSERT_FALSE(space.empty()) << d << " " << bm << "x" << bn;
+        for (const dsl::Config &config : space) {
+          SCOPED_TRACE(config.str());
+          EXPECT_EQ(bm % config["BLOCK_M"], 0);
+          EXPECT_EQ(bn % config["BLOCK_N"], 0);
+          EXPECT_EQ(config["HEAD_DIM"], d == 96 ? 128 : d);
+          EXPECT_EQ(config["CAUSAL"], 0);
+        }
+      }
+    }
 }
 
 // The ready-made builders classify every block as from_predicate does with their predicates.

@@ -137,6 +137,19 @@ struct SparseInputs {
   const void *score_aux = nullptr; ///< f32
 };
 
+/// The configs block-sparse attention's forward is autotuned over for `mask`'s block sizes:
+/// attention_forward_configs (not causal) fitted to the mask's blocks (BLOCK_M and BLOCK_N no
+/// larger, no more warps than 16-row slices of BLOCK_M), each in the plain order and in
+/// FlashAttention-3's, the plain warp-specialized ones also PERSISTENT; the first is the
+/// default. BlockSparseAttention::forward's options.config takes one of these (or any forward
+/// config whose blocks divide the mask's).
+std::vector<dsl::Config> block_sparse_forward_configs(int64_t head_dim, const BlockMask &mask);
+
+/// The same for the backward's passes (keys_values, queries: options.keys_values_config and
+/// queries_config), each config of attention_backward_configs also through block pointers.
+/// keys_values_adding_dq has no block-sparse kernel (tessera::Error).
+std::vector<dsl::Config> block_sparse_backward_configs(int64_t head_dim, const BlockMask &mask, BackwardPass pass);
+
 /// Block-sparse attention for one pair of modifiers; keeps its compiled kernels.
 class BlockSparseAttention {
 public:
@@ -146,8 +159,7 @@ public:
   /// As attention_forward (same views, dtypes, GQA, strides), visiting only the blocks of
   /// `mask`, whose batch, lengths must match q and k and whose heads are 1 or heads_q.
   /// options.causal must be false (causality is the mask's); rows that see no key give O = 0
-  /// and LSE = -inf. options.config (one of attention_forward_configs) may also say
-  /// PERSISTENT = 1: a program for each slot of the GPU's SMs, each taking query blocks in
+  /// and LSE = -inf. options.config (one of block_sparse_forward_configs) may say PERSISTENT = 1: a program for each slot of the GPU's SMs, each taking query blocks in
   /// turn, so that its producer warpgroup (warp_specialize) loads the next block's keys while
   /// the current one finishes. Not tuned: on the H200 (N = 8192, d = 128) it ran 4% faster on
   /// a sliding window of 1024, as fast at random 5% and 50% densities, and 5-14% slower at
@@ -158,7 +170,8 @@ public:
 
   /// Gradients of forward, as attention_backward (deterministic, GQA groups summed in order),
   /// visiting the same blocks: dK/dV through the mask's transposed index. A score_mod needs
-  /// its score_mod_grad.
+  /// its score_mod_grad. options.keys_values_config and queries_config: one of
+  /// block_sparse_backward_configs.
   void backward(const TensorView &q, const TensorView &k, const TensorView &v, const TensorView &o,
                 const TensorView &lse, const TensorView &dout, const TensorView &dq, const TensorView &dk,
                 const TensorView &dv, const BlockMask &mask, const AttentionOptions &options = {},
