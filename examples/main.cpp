@@ -4,10 +4,10 @@
 // (each kernel twice: as for arbitrary arguments, and as for 16-byte-aligned ones with unit
 // strides, which takes the vectorized paths); --only TEXT keeps the kernels whose file name
 // contains TEXT (e.g. attention_bwd_dkdv.f16.d128), --shard I/N every N-th kernel from the I-th
-// (N processes share the work), --set KEY=VALUE[,KEY=VALUE...] overrides config entries of every
-// kernel listed (e.g. --set num_warps=8: inspect a config's PTX). CI assembles every file with ptxas. Without
-// flags it then runs flash attention and checks it against a CPU reference: on the GPU, or
-// through the interpreter where there is none.
+// (N processes share the work), --set KEY=VALUE[,KEY=VALUE...] overrides config entries of
+// every kernel listed (e.g. --set num_warps=8: inspect a config's PTX). CI assembles every file
+// with ptxas. Without flags it then runs flash attention and checks it against a CPU reference:
+// on the GPU, or through the interpreter where there is none.
 #include "attention_check.h"
 #include "layernorm.h"
 #include "matmul.h"

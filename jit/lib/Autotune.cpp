@@ -352,7 +352,8 @@ double Autotuner::timeOnGpu(const dsl::Config &tried, const GridFn &grid,
   // In use the GPU runs these kernels back to back at its power cap, where configs that issue
   // more instructions lose clock; timed rested (each run alone, at the boost clock) the tuner
   // picked configs 5% slower in use. So the runs are queued back to back, the host waiting only
-  // for the last, after warming up for kWarmMilliseconds.
+  // for the last, after warming up for kWarmMilliseconds (the warm-up's results are discarded:
+  // each timed run restores what the kernel writes in place first).
   constexpr double kWarmMilliseconds = 100;
   const double once = std::max<double>(firstDone.elapsed_since(first), 1e-3);
   const int warmup = std::clamp(int(kWarmMilliseconds / once), options_.warmup, 10000);

@@ -159,7 +159,8 @@ public:
   /// As attention_forward (same views, dtypes, GQA, strides), visiting only the blocks of
   /// `mask`, whose batch, lengths must match q and k and whose heads are 1 or heads_q.
   /// options.causal must be false (causality is the mask's); rows that see no key give O = 0
-  /// and LSE = -inf. options.config (one of block_sparse_forward_configs) may say PERSISTENT = 1: a program for each slot of the GPU's SMs, each taking query blocks in
+  /// and LSE = -inf. options.config (one of block_sparse_forward_configs) may say
+  /// PERSISTENT = 1: a program for each slot of the GPU's SMs, each taking query blocks in
   /// turn, so that its producer warpgroup (warp_specialize) loads the next block's keys while
   /// the current one finishes. Not tuned: on the H200 (N = 8192, d = 128) it ran 4% faster on
   /// a sliding window of 1024, as fast at random 5% and 50% densities, and 5-14% slower at
