@@ -77,8 +77,7 @@ int main(int argc, char **argv) {
           for (const dsl::Config &knobs : knobSets)
             for (size_t i = 0; i < spaceSize; ++i) {
               dsl::Config config = configs[i];
-              for (const auto &[name, value] : knobs.values())
-                config.set(name, value);
+              config.update(knobs);
               if (kept(config) && std::find(configs.begin(), configs.end(), config) == configs.end())
                 configs.push_back(config);
             }

@@ -82,8 +82,7 @@ int main(int argc, char **argv) {
       examples.push_back({shipped.kernel, shipped.config, {}, "." + shipped.variant});
     for (size_t e = shard; e < examples.size(); e += shards) {
       Example &example = examples[e];
-      for (const auto &[key, value] : overrides.values())
-        example.config.set(key, value);
+      example.config.update(overrides);
       Specialization aligned;
       aligned.divisible_by_16.assign(example.kernel.signature().size(), true);
       aligned.equal_to_1.assign(example.kernel.signature().size(), false);

@@ -114,6 +114,11 @@ void Config::set_all(const std::string &assignments) {
   }
 }
 
+void Config::update(const Config &other) {
+  for (const auto &[name, value] : other.values_)
+    values_[name] = value;
+}
+
 std::string Config::str() const {
   std::string text = "{";
   for (const auto &[name, value] : values_)

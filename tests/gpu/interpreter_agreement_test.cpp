@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -363,7 +364,7 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     int configs = 0;
     // And persistent programs beside a producer warpgroup; where two consumer warpgroups
     // compute, also taking turns at their wgmma (ping_pong), each config once.
-    std::vector<std::string> tried;
+    std::set<std::string> tried;
     for (dsl::Config config : kernels::block_sparse_forward_configs(d, blocks))
       for (int persistent : {0, 1})
         for (int ping_pong : {0, 1}) {
@@ -373,9 +374,8 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
             continue;
           config.set("PERSISTENT", persistent);
           config.set("ping_pong", ping_pong);
-          if (std::find(tried.begin(), tried.end(), config.str()) != tried.end())
+          if (!tried.insert(config.str()).second)
             continue;
-          tried.push_back(config.str());
           kernels::AttentionOptions forward;
           forward.config = config;
           expectAgreement(run(forward, {}), "forward " + config.str());

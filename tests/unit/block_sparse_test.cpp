@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <set>
 #include <tuple>
 
 namespace {
@@ -289,14 +290,13 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 3 * kv + h) % 4 != 0; }));
   int forwards = 0, backwards = 0;
-  std::vector<std::string> tried;
+  std::set<std::string> tried;
   for (dsl::Config config : block_sparse_forward_configs(64, mask))
     for (int persistent : {0, 1}) // persistent programs (three here) beside a producer warpgroup
       if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
         config.set("PERSISTENT", persistent);
-        if (std::find(tried.begin(), tried.end(), config.str()) != tried.end())
+        if (!tried.insert(config.str()).second)
           continue;
-        tried.push_back(config.str());
         SCOPED_TRACE(config.str());
         AttentionOptions options;
         options.config = config;

@@ -322,4 +322,12 @@ TEST(ConfigAssignments, SetEachKeyAndNameAMalformedOne) {
   }
 }
 
+TEST(ConfigAssignments, UpdateOverridesAndAddsValues) {
+  Config config{{"BLOCK_M", 64}, {"num_warps", 4}};
+  config.update(Config{{"num_warps", 8}, {"ping_pong", 1}});
+  EXPECT_EQ(config, (Config{{"BLOCK_M", 64}, {"num_warps", 8}, {"ping_pong", 1}}));
+  config.update(Config{});
+  EXPECT_EQ(config.str(), "{BLOCK_M=64, num_warps=8, ping_pong=1}");
+}
+
 } // namespace

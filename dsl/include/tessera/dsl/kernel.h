@@ -45,6 +45,8 @@ public:
   /// Sets each of the comma-separated `KEY=VALUE` assignments ("num_warps=8,num_stages=3");
   /// throws tessera::Error naming a malformed one (no name, no `=`, a value not an integer).
   void set_all(const std::string &assignments);
+  /// Sets each of `other`'s values (overriding this config's where both have one).
+  void update(const Config &other);
   const std::map<std::string, int64_t> &values() const { return values_; }
   bool operator==(const Config &other) const { return values_ == other.values_; }
   /// "{BLOCK=1024, CAUSAL=1}"
