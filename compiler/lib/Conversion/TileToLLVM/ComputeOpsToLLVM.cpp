@@ -420,7 +420,9 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
       return c;
     };
 
-    // 1. Within the thread: one partial per coordinate off the axis.
+    // 1. Within the thread: one partial per coordinate off the axis, folded as a chain. A
+    // balanced tree of the same combines made the d = 64 attention forward 12% slower on the
+    // H200 (ptxas interleaves a chain with the exponentials that wait on it).
     std::map<layout::Coord, size_t> groupOf;
     std::vector<Partial> partials;
     std::vector<size_t> representative;

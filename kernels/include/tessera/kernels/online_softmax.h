@@ -51,6 +51,8 @@ struct OnlineSoftmax {
   void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
   void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
     dsl::Tile alpha, p = fold(scores, scale, alpha);
+    // Unconditional: leaving the rescale out altogether (the most FlashAttention-4's lazy
+    // rescaling could save) made the H200's d = 128 forward only 1.5% faster.
     acc = acc * dsl::expand_dims(alpha, 1);
     pending_p = p.to(pending_p.dtype());
   }
