@@ -356,7 +356,9 @@ double Autotuner::timeOnGpu(const dsl::Config &tried, const GridFn &grid,
   // each timed run restores what the kernel writes in place first).
   constexpr double kWarmMilliseconds = 100;
   const double once = std::max<double>(firstDone.elapsed_since(first), 1e-3);
-  const int warmup = std::clamp(int(kWarmMilliseconds / once), options_.warmup, 10000);
+  // At most 10000 launches (a ~10 us kernel), never fewer than options.warmup (clamp's bounds
+  // could cross).
+  const int warmup = std::max(options_.warmup, std::min(int(kWarmMilliseconds / once), 10000));
   static DeviceBuffer flush(256 << 20); // larger than L2: every timed run starts cold
   for (int i = 0; i < warmup; ++i)
     kernel_.launch_args(nullptr, g, config, args.data(), args.size());

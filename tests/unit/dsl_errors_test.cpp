@@ -312,9 +312,9 @@ TEST(ConfigAssignments, SetEachKeyAndNameAMalformedOne) {
   EXPECT_EQ(config, (Config{{"num_warps", 8}, {"MASKED_BLOCK_N", 128}, {"SHIFT", -2}}));
   for (const char *bad : {"", "num_warps", "=8", "num_warps=", "num_warps=8x", "a=1,,b=2", "a=1,", "a=1.5",
                           "a=99999999999999999999"}) {
-    Config untouched = config;
+    Config scratch = config; // entries before the malformed one may already be set
     try {
-      untouched.set_all(bad);
+      scratch.set_all(bad);
       FAIL() << "no error for '" << bad << "'";
     } catch (const Error &error) {
       EXPECT_THAT(error.what(), HasSubstr("is not KEY=VALUE with an integer VALUE")) << bad;
