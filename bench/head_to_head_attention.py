@@ -25,6 +25,24 @@ from peers_common import median_ms_from_rest, sustained_ms
 ROUNDS = 3
 
 
+def inputs(dtype, d, n):
+    """q, k, v, dout of the shape for (d, n) (batch*N = 16k, heads = 2048/D), standard normal,
+    (batch, heads, n, d) in memory as SDPA takes them, seen as (batch, n, heads, d) views."""
+    b, h = 16384 // n, 2048 // d
+    return tuple(torch.randn(b, h, n, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(4))
+
+
+def providers(mode, cudnn, q, k, v, dout, causal):
+    """{"tessera": call, "cudnn": call}: the forward, or with mode "bwd" the backward alone
+    (tessera's with dQ added in the dK/dV pass; cuDNN's through autograd, the forward kept)."""
+    if mode == "fwd":
+        return {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
+                "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
+    o, lse = tessera.attention_forward(q, k, v, causal=causal)
+    return {"tessera": lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, deterministic=False),
+            "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
+
+
 def main():
     out = open(sys.argv[1], "a")
     dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
@@ -42,25 +60,16 @@ def main():
                 if only and (d, n) not in only:
                     continue
                 b, h = 16384 // n, 2048 // d
-                # (batch, heads, n, d) in memory, as SDPA takes them; tessera sees (batch, n, heads, d) views
-                q, k, v, dout = (torch.randn(b, h, n, d, device="cuda", dtype=dtypes[dname]).transpose(1, 2)
-                                 for _ in range(4))
+                q, k, v, dout = inputs(dtypes[dname], d, n)
                 for causal in (False, True):
-                    if mode == "fwd":
-                        providers = {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
-                                     "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
-                    else:
-                        o, lse = tessera.attention_forward(q, k, v, causal=causal)
-                        providers = {"tessera": lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal,
-                                                                                   deterministic=False),
-                                     "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
-                    for run in providers.values():
+                    calls_of = providers(mode, cudnn, q, k, v, dout, causal)
+                    for run in calls_of.values():
                         run()  # compile and tune outside the timing
                     for protocol, measure in (("from_rest", lambda run: median_ms_from_rest(run, 10, 100)),
                                               ("sustained", lambda run: sustained_ms(run, calls))):
-                        rounds = {name: [] for name in providers}
+                        rounds = {name: [] for name in calls_of}
                         for _ in range(ROUNDS):
-                            for name, run in providers.items():
+                            for name, run in calls_of.items():
                                 rounds[name].append(measure(run))
                         ms = {name: statistics.median(times) for name, times in rounds.items()}
                         ratio = ms["cudnn"] / ms["tessera"]

@@ -1,0 +1,69 @@
+"""Where each profiled kernel's warps wait, from an Nsight Compute report of ncu_attention.py
+(or any with the WarpStateStats and SourceCounters sections, e.g. --set full): per kernel, the
+warp cycles stalled per issued instruction by reason, then the sampled stalls by reason with
+the SASS opcodes that collect most of them. Needs ncu (on the GPU machine):
+    python3 bench/ncu_stalls.py REPORT.ncu-rep > stalls.txt"""
+import collections
+import csv
+import io
+import re
+import subprocess
+import sys
+
+PREFIX, SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+
+
+def ncu_csv(report, *args):
+    text = subprocess.run(["ncu", "--import", report, "--csv", *args], check=True, capture_output=True,
+                          text=True).stdout
+    return list(csv.reader(io.StringIO(text)))
+
+
+def stall_ratios(report):
+    rows = ncu_csv(report, "--page", "raw")
+    header, kernels = rows[0], rows[2:]  # rows[1]: units
+    names = [k[header.index("Kernel Name")] for k in kernels]
+    ratios = {}
+    for i, metric in enumerate(header):
+        if metric.startswith(PREFIX) and metric.endswith(SUFFIX):
+            values = [float(k[i].replace(",", "") or 0) for k in kernels]
+            if max(values) > 0.05:
+                ratios[metric[len(PREFIX):-len(SUFFIX)]] = values
+    return names, ratios
+
+
+def sampled_stalls(report, kernel):
+    """{reason: (samples, Counter of opcode -> samples)} and the kernel's total samples."""
+    rows = [r for r in ncu_csv(report, "--page", "source", "--print-source", "sass", "--kernel-name", kernel)
+            if len(r) > 10]
+    header, lines = rows[0], rows[1:]
+    reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    by_reason = {r: collections.Counter() for r in reasons}
+    total = 0
+    for line in lines:
+        field = dict(zip(header, line))
+        opcode = re.sub(r"^@!?U?P\w+\s+", "", field["Source"].strip()).split(" ")[0].split(".")[0]
+        total += int(field["Warp Stall Sampling (All Samples)"] or 0)
+        for reason in reasons:
+            by_reason[reason][opcode] += int(field[reason] or 0)
+    return by_reason, total
+
+
+def main():
+    report = sys.argv[1]
+    names, ratios = stall_ratios(report)
+    print("warp cycles stalled per issued instruction")
+    print(f"  {'reason':22s} " + " ".join(f"{n[:14]:>14s}" for n in names))
+    for reason, values in sorted(ratios.items(), key=lambda item: -item[1][0]):
+        print(f"  {reason:22s} " + " ".join(f"{v:14.2f}" for v in values))
+    for name in names:
+        by_reason, total = sampled_stalls(report, name)
+        print(f"\n{name[:60]}: {total} samples")
+        for reason, opcodes in sorted(by_reason.items(), key=lambda item: -sum(item[1].values()))[:8]:
+            count = sum(opcodes.values())
+            top = ", ".join(f"{op} {n}" for op, n in opcodes.most_common(6) if n)
+            print(f"  {reason:20s} {count:7d} {100 * count / max(total, 1):5.1f}%  {top}")
+
+
+if __name__ == "__main__":
+    main()
