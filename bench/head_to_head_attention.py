@@ -43,44 +43,51 @@ def providers(mode, cudnn, q, k, v, dout, causal):
             "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
 
 
-def main():
-    out = open(sys.argv[1], "a")
+def cases(args):
+    """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
+    "bwd", D:N pairs; else both dtypes, D 64 and 128, N 4096-16384), causal or not, each call
+    run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
-    chosen = [a for a in sys.argv[2:] if a in dtypes] or list(dtypes)
-    only = [tuple(int(x) for x in a.split(":")) for a in sys.argv[2:] if ":" in a]
-    mode = "bwd" if "bwd" in sys.argv[2:] else "fwd"
-    calls = 1000 if mode == "fwd" else 300
+    chosen = [a for a in args if a in dtypes] or list(dtypes)
+    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a]
+    mode = "bwd" if "bwd" in args else "fwd"
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
-    gpu = torch.cuda.get_device_name()
-    print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} mode {'protocol':9s} {'tessera':>8s} {'cudnn':>8s} "
-          f"{'ratio':>6s}")
     for dname in chosen:
         for d in (64, 128):
             for n in (4096, 8192, 16384):
                 if only and (d, n) not in only:
                     continue
-                b, h = 16384 // n, 2048 // d
                 q, k, v, dout = inputs(dtypes[dname], d, n)
                 for causal in (False, True):
-                    calls_of = providers(mode, cudnn, q, k, v, dout, causal)
-                    for run in calls_of.values():
-                        run()  # compile and tune outside the timing
-                    for protocol, measure in (("from_rest", lambda run: median_ms_from_rest(run, 10, 100)),
-                                              ("sustained", lambda run: sustained_ms(run, calls))):
-                        rounds = {name: [] for name in calls_of}
-                        for _ in range(ROUNDS):
-                            for name, run in calls_of.items():
-                                rounds[name].append(measure(run))
-                        ms = {name: statistics.median(times) for name, times in rounds.items()}
-                        ratio = ms["cudnn"] / ms["tessera"]
-                        print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {mode} {protocol:9s} {ms['tessera']:8.3f} "
-                              f"{ms['cudnn']:8.3f} {ratio:5.2f}x", flush=True)
-                        out.write(json.dumps({"kind": "attn_head_to_head", "dtype": dname, "B": b, "H": h, "N": n,
-                                              "D": d, "causal": causal, "mode": mode, "protocol": protocol,
-                                              "tessera_ms": ms["tessera"], "sdpa_cudnn_ms": ms["cudnn"],
-                                              "rounds": rounds, "gpu": gpu}) + "\n")
-                        out.flush()
+                    calls = providers(mode, cudnn, q, k, v, dout, causal)
+                    for run in calls.values():
+                        run()
+                    torch.cuda.synchronize()
+                    yield ({"dtype": dname, "B": 16384 // n, "H": 2048 // d, "N": n, "D": d, "causal": causal,
+                            "mode": mode}, calls)
 
+
+def main():
+    out = open(sys.argv[1], "a")
+    gpu = torch.cuda.get_device_name()
+    print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} mode {'protocol':9s} {'tessera':>8s} {'cudnn':>8s} "
+          f"{'ratio':>6s}")
+    for case, calls in cases(sys.argv[2:]):
+        count = 1000 if case["mode"] == "fwd" else 300
+        for protocol, measure in (("from_rest", lambda run: median_ms_from_rest(run, 10, 100)),
+                                  ("sustained", lambda run: sustained_ms(run, count))):
+            rounds = {name: [] for name in calls}
+            for _ in range(ROUNDS):
+                for name, run in calls.items():
+                    rounds[name].append(measure(run))
+            ms = {name: statistics.median(times) for name, times in rounds.items()}
+            print(f"{case['dtype']:5s} {case['D']:4d} {case['N']:6d} {case['causal']!s:6s} {case['mode']} "
+                  f"{protocol:9s} {ms['tessera']:8.3f} {ms['cudnn']:8.3f} {ms['cudnn'] / ms['tessera']:5.2f}x",
+                  flush=True)
+            out.write(json.dumps({"kind": "attn_head_to_head", **case, "protocol": protocol,
+                                  "tessera_ms": ms["tessera"], "sdpa_cudnn_ms": ms["cudnn"], "rounds": rounds,
+                                  "gpu": gpu}) + "\n")
+            out.flush()
 
 if __name__ == "__main__":
     main()

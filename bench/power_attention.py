@@ -4,7 +4,7 @@ and SDPA-cuDNN's on the same tensors (as head_to_head_attention.py), each run ba
 every 50 ms. For the last 3 s of each run: ms a call, mean power (W), mean SM clock (MHz) and
 energy a call (mJ). A kernel that runs slower sustained than from rest at the same work is
 clocked down by the power cap; its energy a call says how much less of it a peer needs.
-    PYTHONPATH=<build-python>/python:bench python3 bench/power_attention.py OUT [bwd] f16 128:4096"""
+    PYTHONPATH=<build-python>/python:bench python3 bench/power_attention.py OUT [bwd] [f16|bf16] [D:N ...]"""
 import json
 import subprocess
 import sys
@@ -12,10 +12,8 @@ import threading
 import time
 
 import torch
-from torch.nn.attention import SDPBackend
 
-from head_to_head_attention import inputs, providers
-from peers_attention import sdpa
+from head_to_head_attention import cases
 
 
 class Sampler:
@@ -65,36 +63,22 @@ def run_for(fn, seconds):
 
 def main():
     out = open(sys.argv[1], "a")
-    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
-    dname = next((a for a in sys.argv[2:] if a in dtypes), "f16")
-    pairs = [tuple(int(x) for x in a.split(":")) for a in sys.argv[2:] if ":" in a] or [(128, 4096)]
-    mode = "bwd" if "bwd" in sys.argv[2:] else "fwd"
-    cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
+    gpu = torch.cuda.get_device_name()
     sampler = Sampler()
     print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} mode {'provider':8s} {'ms':>7s} {'W':>6s} {'MHz':>6s} "
           f"{'mJ/call':>8s}")
-    for d, n in pairs:
-        b, h = 16384 // n, 2048 // d
-        q, k, v, dout = inputs(dtypes[dname], d, n)
-        for causal in (False, True):
-            calls_of = providers(mode, cudnn, q, k, v, dout, causal)
-            for run in calls_of.values():
-                run()  # compile and tune outside the measurement
-            torch.cuda.synchronize()
-            for _ in range(2):
-                for name, run in calls_of.items():
-                    time.sleep(2)
-                    ms, (start, end) = run_for(run, 4)
-                    watts, mhz = sampler.between(start, end)
-                    print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {mode} {name:8s} {ms:7.3f} {watts:6.0f} {mhz:6.0f} "
-                          f"{watts * ms:8.1f}", flush=True)
-                    out.write(json.dumps({"kind": "attn_power", "dtype": dname, "B": b, "H": h, "N": n, "D": d,
-                                          "causal": causal, "mode": mode, "provider": name, "ms": ms,
-                                          "watts": watts, "sm_mhz": mhz, "mj_per_call": watts * ms,
-                                          "gpu": torch.cuda.get_device_name()}) + "\n")
-                    out.flush()
+    for case, calls in cases(sys.argv[2:]):
+        for _ in range(2):
+            for name, run in calls.items():
+                time.sleep(2)
+                ms, (start, end) = run_for(run, 4)
+                watts, mhz = sampler.between(start, end)
+                print(f"{case['dtype']:5s} {case['D']:4d} {case['N']:6d} {case['causal']!s:6s} {case['mode']} "
+                      f"{name:8s} {ms:7.3f} {watts:6.0f} {mhz:6.0f} {watts * ms:8.1f}", flush=True)
+                out.write(json.dumps({"kind": "attn_power", **case, "provider": name, "ms": ms, "watts": watts,
+                                      "sm_mhz": mhz, "mj_per_call": watts * ms, "gpu": gpu}) + "\n")
+                out.flush()
     sampler.stop()
-
 
 if __name__ == "__main__":
     main()
