@@ -23,6 +23,7 @@ from peers_attention import sdpa
 from peers_common import median_ms_from_rest, sustained_ms
 
 ROUNDS = 3
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
 def inputs(dtype, d, n):
@@ -47,8 +48,7 @@ def cases(args):
     """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
     "bwd", D:N pairs; else both dtypes, D 64 and 128, N 4096-16384), causal or not, each call
     run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
-    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
-    chosen = [a for a in args if a in dtypes] or list(dtypes)
+    chosen = [a for a in args if a in DTYPES] or list(DTYPES)
     only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a]
     mode = "bwd" if "bwd" in args else "fwd"
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
@@ -57,7 +57,7 @@ def cases(args):
             for n in (4096, 8192, 16384):
                 if only and (d, n) not in only:
                     continue
-                q, k, v, dout = inputs(dtypes[dname], d, n)
+                q, k, v, dout = inputs(DTYPES[dname], d, n)
                 for causal in (False, True):
                     calls = providers(mode, cudnn, q, k, v, dout, causal)
                     for run in calls.values():

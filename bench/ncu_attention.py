@@ -12,13 +12,12 @@ import sys
 import torch
 from torch.nn.attention import SDPBackend
 
-from head_to_head_attention import inputs, providers
+from head_to_head_attention import DTYPES, inputs, providers
 from peers_attention import sdpa
 
 
 def main():
-    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16}
-    dtype = dtypes[next((a for a in sys.argv[1:] if a in dtypes), "f16")]
+    dtype = DTYPES[next((a for a in sys.argv[1:] if a in DTYPES), "f16")]
     d, n = next((tuple(int(x) for x in a.split(":")) for a in sys.argv[1:] if ":" in a), (128, 4096))
     mode = "bwd" if "bwd" in sys.argv[1:] else "fwd"
     calls = providers(mode, sdpa(SDPBackend.CUDNN_ATTENTION), *inputs(dtype, d, n), "causal" in sys.argv[1:])

@@ -33,7 +33,7 @@ def stall_ratios(report):
 
 
 def sampled_stalls(report, kernel):
-    """{reason: (samples, Counter of opcode -> samples)} and the kernel's total samples."""
+    """{reason: Counter of opcode -> samples} and the kernel's total samples."""
     rows = [r for r in ncu_csv(report, "--page", "source", "--print-source", "sass", "--kernel-name", kernel)
             if len(r) > 10]
     header, lines = rows[0], rows[1:]

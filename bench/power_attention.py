@@ -80,5 +80,6 @@ def main():
                 out.flush()
     sampler.stop()
 
+
 if __name__ == "__main__":
     main()

@@ -116,7 +116,7 @@ void Config::set_all(const std::string &assignments) {
 
 void Config::update(const Config &other) {
   for (const auto &[name, value] : other.values_)
-    values_[name] = value;
+    set(name, value);
 }
 
 std::string Config::str() const {
