@@ -190,6 +190,11 @@ TEST_F(GpuTest, AttentionForwardNarrowMaskedBlocks) {
     checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", masked}}, 2, 1111, 4);
 }
 
+// Stores staged through shared memory (config knob staged_stores, shipped on the d = 128
+// blocks of 128 x 128) on every warp-specialized config: O leaves in 16-byte vectors of the
+// store's coalesced layout, ragged and causal.
+TEST_F(GpuTest, AttentionForwardStagedStores) { checkSpacesWith("warp_specialize", {{"staged_stores", 1}}, 2, 1111, 4); }
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -104,6 +104,7 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"tma", -1, "tma must be 0 or 1, got -1"},
                                       {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"},
                                       {"ping_pong", 2, "ping_pong must be 0 or 1, got 2"},
+                                      {"staged_stores", 2, "staged_stores must be 0 or 1, got 2"},
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"programs_per_sm", 0, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 0"},
@@ -180,6 +181,24 @@ TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
   EXPECT_LE(tight.shared_memory, staged.shared_memory);
+}
+
+// staged_stores on Hopper: the matmul's accumulator goes to shared memory by stmatrix and on to
+// global memory in 16-byte vectors; elsewhere (no stmatrix before sm_90) the knob is ignored.
+TEST(CompilerConfig, StagedStoresLeaveInSixteenByteVectors) {
+  dsl::Kernel matmul = examples::matmul<dsl::f16>();
+  dsl::Config config{{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 64}, {"num_warps", 8}, {"num_stages", 3}};
+  const dsl::Specialization aligned = alignedMatmul(matmul);
+  auto ptx = [&](int64_t stagedStores, int major) {
+    config.set("staged_stores", stagedStores);
+    return compiler::compile(matmul.trace(config, aligned), compiler::Target{major, 0}).ptx;
+  };
+  const std::string direct = ptx(0, 9), staged = ptx(1, 9);
+  EXPECT_THAT(direct, ::testing::Not(::testing::HasSubstr("stmatrix")));
+  EXPECT_THAT(direct, ::testing::Not(::testing::HasSubstr("st.global.v4")));
+  EXPECT_THAT(staged, ::testing::HasSubstr("stmatrix.sync.aligned.m8n8.x4.shared.b16"));
+  EXPECT_THAT(staged, ::testing::HasSubstr("st.global.v4.b32"));
+  EXPECT_EQ(ptx(1, 8), ptx(0, 8));
 }
 
 // Shared-memory addresses are 32-bit (nvptx-short-ptr): ldmatrix, cp.async and the staging

@@ -77,11 +77,14 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
-/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma) and programs_per_sm
-/// (default 1: how many programs' registers an SM holds at once) on the kernel, checked.
+/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma), staged_stores
+/// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors) and
+/// programs_per_sm (default 1: how many programs' registers an SM holds at once) on the
+/// kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
-  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, programsKnob = 1, producerWarps = 0;
+  int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, stagedKnob = 0, programsKnob = 1,
+          producerWarps = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -96,6 +99,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     tmaKnob = knob("tma", tmaKnob);
     specializeKnob = knob("warp_specialize", specializeKnob);
     pingPongKnob = knob("ping_pong", pingPongKnob);
+    stagedKnob = knob("staged_stores", stagedKnob);
     programsKnob = knob("programs_per_sm", programsKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
@@ -107,6 +111,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
       if (pingPongKnob == 1)
         func->setAttr(tile::kPingPongAttrName, mlir::UnitAttr::get(module->getContext()));
     }
+    if (target.major == 9 && stagedKnob == 1)
+      func->setAttr(tile::kStagedStoresAttrName, mlir::UnitAttr::get(module->getContext()));
     mlir::Builder b(module->getContext());
     if (programsKnob > 1)
       func->setAttr(tile::kProgramsPerSmAttrName, b.getI32IntegerAttr(static_cast<int32_t>(programsKnob)));
@@ -123,6 +129,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': warp_specialize must be 0 or 1, got " + std::to_string(specializeKnob));
   if (pingPongKnob != 0 && pingPongKnob != 1)
     throw Error("kernel '" + kernel + "': ping_pong must be 0 or 1, got " + std::to_string(pingPongKnob));
+  if (stagedKnob != 0 && stagedKnob != 1)
+    throw Error("kernel '" + kernel + "': staged_stores must be 0 or 1, got " + std::to_string(stagedKnob));
   if (pingPongKnob == 1 && (specializeKnob != 1 || warps != 8))
     throw Error("kernel '" + kernel + "': ping_pong needs warp_specialize = 1 and num_warps = 8 (two consumer "
                 "warpgroups), got warp_specialize = " + std::to_string(specializeKnob) + ", num_warps = " +

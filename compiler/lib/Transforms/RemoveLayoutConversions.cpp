@@ -145,11 +145,12 @@ struct SinkConversionThroughElementwise : RewritePattern {
 
 /// store(ptr, convert(v), mask) -> store in v's layout when the pointers and mask are cheap to
 /// rebuild there: the value (a matmul's accumulator, say) never goes through shared memory.
+/// Not where the kernel stages its stores: there the conversion buys 16-byte stores.
 struct StoreInValueLayout : OpRewritePattern<StoreOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
     auto convert = op.getValue().getDefiningOp<ConvertLayoutOp>();
-    if (!convert)
+    if (!convert || storesStaged(op))
       return failure();
     Attribute layout = convert.getSrc().getType().getEncoding();
     if (!canRebuild(op.getPtr(), layout, 0) || (op.getMask() && !canRebuild(op.getMask(), layout, 0)))

@@ -428,6 +428,28 @@ func.func @transpose_into_fragments(%ds: tensor<64x16xf16, #mma>, %k: tensor<64x
 
 // -----
 
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
+// On Hopper (tile.warpgroup_mma) an accumulator of 16-bit values goes to shared memory with
+// stmatrix, a 16 x 16 block a store (2 a warp for 64 x 32 on 4 warps), and comes back in the
+// store's layout as 16-byte vectors.
+// CHECK-LABEL: llvm.func @accumulator_through_stmatrix
+// CHECK-COUNT-2: stmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-NOT: stmatrix
+// CHECK-NOT: llvm.store
+// CHECK: nvvm.barrier0
+// CHECK: llvm.load {{.*}} -> vector<8xf16>
+func.func @accumulator_through_stmatrix(%acc: tensor<64x32xf16, #mma>, %out: !tile.ptr<f16>)
+    attributes {tile.kernel, tile.num_warps = 4 : i32, tile.warpgroup_mma, tile.shared_memory = 4096 : i64} {
+  %c = tile.convert_layout %acc {tile.smem_offset = 0 : i64} : tensor<64x32xf16, #mma> -> tensor<64x32xf16, #b>
+  %os = tile.splat %out : !tile.ptr<f16> -> tensor<64x32x!tile.ptr<f16>, #b>
+  tile.store %os, %c : tensor<64x32x!tile.ptr<f16>, #b>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1, 2], threadsPerWarp = [8, 4], warpsPerCTA = [4, 1], order = [1, 0]>
 
 // A bulk add with the copy engine (tile.tma): thread 0 waits until the engine has read the

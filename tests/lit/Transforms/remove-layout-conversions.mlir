@@ -105,6 +105,34 @@ func.func @store_accumulator(%acc: tensor<64x64xf32, #mma>, %c: !tile.ptr<bf16>,
 #mma = #tile.mma<warpsPerCTA = [2, 2]>
 #b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
 
+// Where the kernel stages its stores (tile.staged_stores) the conversion stays (moved past
+// the truncation, which halves what goes through shared memory) and the store keeps its
+// coalesced layout.
+// CHECK-LABEL: func.func @staged_store
+// CHECK: arith.truncf {{.*}} : tensor<64x64xf32, #tile.mma<warpsPerCTA = [2, 2]>> to tensor<64x64xbf16, #tile.mma<warpsPerCTA = [2, 2]>>
+// CHECK: tile.convert_layout {{.*}} : tensor<64x64xbf16, #tile.mma<warpsPerCTA = [2, 2]>> -> tensor<64x64xbf16, #tile.blocked
+// CHECK: tile.store {{.*}} : tensor<64x64x!tile.ptr<bf16>, #tile.blocked
+func.func @staged_store(%acc: tensor<64x64xf32, #mma>, %c: !tile.ptr<bf16>, %n: i32) attributes {tile.staged_stores} {
+  %cvt = tile.convert_layout %acc : tensor<64x64xf32, #mma> -> tensor<64x64xf32, #b>
+  %h = arith.truncf %cvt : tensor<64x64xf32, #b> to tensor<64x64xbf16, #b>
+  %r = tile.make_range 0 to 64 : tensor<64xi32, #tile.slice<dim = 1, parent = #b>>
+  %rows = tile.expand_dims %r {axis = 1 : i32} : tensor<64xi32, #tile.slice<dim = 1, parent = #b>> -> tensor<64x1xi32, #b>
+  %ns = tile.splat %n : i32 -> tensor<64x1xi32, #b>
+  %off = arith.muli %rows, %ns : tensor<64x1xi32, #b>
+  %offs = tile.broadcast %off : tensor<64x1xi32, #b> -> tensor<64x64xi32, #b>
+  %cs = tile.splat %c : !tile.ptr<bf16> -> tensor<64x64x!tile.ptr<bf16>, #b>
+  %p = tile.addptr %cs, %offs : tensor<64x64x!tile.ptr<bf16>, #b>, tensor<64x64xi32, #b>
+  %m1 = arith.cmpi slt, %rows, %ns : tensor<64x1xi32, #b>
+  %m = tile.broadcast %m1 : tensor<64x1xi1, #b> -> tensor<64x64xi1, #b>
+  tile.store %p, %h, %m : tensor<64x64x!tile.ptr<bf16>, #b>
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [2, 2]>
+#b = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>
+
 // A loop-carried accumulator that the body converts to the mma layout and yields from it is
 // carried in the mma layout; its zero initial value is rebuilt there.
 // CHECK-LABEL: func.func @carry_accumulator

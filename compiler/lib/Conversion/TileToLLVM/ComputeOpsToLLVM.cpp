@@ -187,9 +187,12 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
   return out;
 }
 
+bool storesWithStmatrix(RankedTensorType type);
+void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType type, ArrayRef<Value> registers);
+
 /// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
-/// allow, otherwise a round trip through shared memory (read with ldmatrix when the result
-/// feeds a tensor core).
+/// allow, otherwise a round trip through shared memory (written with Hopper's stmatrix from
+/// tensor-core accumulators, read with ldmatrix when the result feeds a tensor core).
 template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
   using ConvertOpToLLVMPattern<OpT>::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
@@ -205,8 +208,11 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
       auto srcType = cast<RankedTensorType>(op.getSrc().getType());
       Type element = registerType(this->getTypeConverter(), srcType);
       Value base = sharedMemory(rewriter, loc, op, smemOffset(op));
-      storeTileToShared(rewriter, loc, base, toLinearLayout(srcType.getEncoding(), srcType.getShape()),
-                        src, element, /*swizzle=*/true);
+      if (warpgroupMmaAllowed(op) && storesWithStmatrix(srcType))
+        storeWithStmatrix(rewriter, loc, base, srcType, src);
+      else
+        storeTileToShared(rewriter, loc, base, toLinearLayout(srcType.getEncoding(), srcType.getShape()),
+                          src, element, /*swizzle=*/true);
       barrier(rewriter, loc);
       auto dstType = cast<RankedTensorType>(op.getType());
       // Tensor-core fragments, of the tile or (a 2-D trans) of its transpose: ldmatrix.

@@ -188,6 +188,11 @@ bool warpgroupMmaAllowed(Operation *op) {
   return func && func->hasAttr(kWarpgroupMmaAttrName);
 }
 
+bool storesStaged(Operation *op) {
+  auto func = kernelOf(op);
+  return func && func->hasAttr(kStagedStoresAttrName);
+}
+
 bool tmaAllowed(Operation *op) {
   auto func = kernelOf(op);
   return func && func->hasAttr(kTmaAttrName);

@@ -55,6 +55,9 @@ int entryRegistersOf(mlir::Operation *op);
 
 /// Whether the kernel containing `op` may use Hopper's warpgroup MMA (tile.warpgroup_mma).
 bool warpgroupMmaAllowed(mlir::Operation *op);
+/// Whether the kernel containing `op` stages its stores through shared memory
+/// (tile.staged_stores).
+bool storesStaged(mlir::Operation *op);
 /// Whether the kernel containing `op` may use Hopper's copy engine (tile.tma): TMA loads,
 /// bulk adds from shared memory.
 bool tmaAllowed(mlir::Operation *op);

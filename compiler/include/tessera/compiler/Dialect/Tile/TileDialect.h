@@ -82,6 +82,10 @@ inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_
 /// Function attribute: ping-pong between the two consumer warpgroups was asked for (config
 /// knob ping_pong; tile-ping-pong).
 inline constexpr llvm::StringLiteral kPingPongAttrName = "tile.ping_pong";
+/// Function attribute: stores leave through shared memory in the store's coalesced layout
+/// (config knob staged_stores, Hopper): tile-remove-layout-conversions keeps the conversion
+/// before them, stmatrix writes it and each thread stores whole 16-byte vectors.
+inline constexpr llvm::StringLiteral kStagedStoresAttrName = "tile.staged_stores";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
