@@ -114,7 +114,9 @@ template <typename T> Kernel forward() {
     if (cfg.get("PERSISTENT", 0) != 0) {
       // A program a slot of the SMs, taking tiles in turn: the producer loads the next tile's
       // Q and first keys and values while the consumers finish this one, and no program
-      // starts or ends between tiles.
+      // starts or ends between tiles. Head-major: a query-block-major causal order (the
+      // heaviest blocks of all heads first) balances the programs' work better but reads all
+      // heads' K and V at once, past L2 (H200, d = 64, N = 4096: 0.774 ms against 0.705).
       Tile query_blocks = cdiv(n_q, bm);
       forEachTile(query_blocks * batches * heads_q, [&](const Tile &tile) {
         Tile rank = tile % query_blocks;

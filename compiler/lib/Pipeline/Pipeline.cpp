@@ -78,7 +78,8 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
 /// 8 warps, the two consumer warpgroups take turns at issuing their wgmma), staged_stores
-/// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors) and
+/// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
+/// fits) and
 /// programs_per_sm (default 1: how many programs' registers an SM holds at once) on the
 /// kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
@@ -190,15 +191,21 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   StageDumper dump(name);
   CompiledKernel result;
   result.name = name;
-  // Tile ops to layouts and shared memory. Stages of their own for loads outside loops take
-  // shared memory beside the rings: where the kernel got one and would then not fit, it is
-  // lowered again without them.
+  // Tile ops to layouts and shared memory. Staged stores (their scratch) and stages of their
+  // own for loads outside loops take shared memory the kernel could do without: where it
+  // would not fit, it is lowered again without the staged stores, then without those stages.
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  for (bool stageOutsideLoops : {true, false}) {
+  for (bool stagedStores = true, stageOutsideLoops = true;;) {
     module = mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
     if (!module)
       throw Error("kernel '" + traced.name() + "': the traced IR does not parse back");
     result.num_warps = setNumWarps(*module, name, target);
+    bool storesStaged = false;
+    module->walk([&](mlir::func::FuncOp func) {
+      if (!stagedStores)
+        func->removeAttr(tile::kStagedStoresAttrName);
+      storesStaged |= func->hasAttr(tile::kStagedStoresAttrName);
+    });
     dump("tile.mlir", *module);
     runStage(*module, name, "tile", [&](mlir::OpPassManager &pm) {
       pm.addPass(mlir::createCanonicalizerPass());
@@ -225,14 +232,20 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
       pm.addPass(createTilePingPong());
     });
     dump("layouts.mlir", *module);
-    bool staged = false;
+    bool stagedOutsideLoops = false;
     module->walk([&](mlir::func::FuncOp func) {
       if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(tile::kSharedMemoryAttrName))
         result.shared_memory = bytes.getInt();
       result.num_warps += tile::producerWarpsOf(func);
-      staged |= func->hasAttr(tile::kStagedOutsideLoopsAttrName);
+      stagedOutsideLoops |= func->hasAttr(tile::kStagedOutsideLoopsAttrName);
     });
-    if (result.shared_memory <= target.max_shared_memory || !staged)
+    if (result.shared_memory <= target.max_shared_memory)
+      break;
+    if (storesStaged)
+      stagedStores = false;
+    else if (stagedOutsideLoops)
+      stageOutsideLoops = false;
+    else
       break;
   }
   result.tensor_maps = tensorMaps(*module);

@@ -83,8 +83,9 @@ inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_
 /// knob ping_pong; tile-ping-pong).
 inline constexpr llvm::StringLiteral kPingPongAttrName = "tile.ping_pong";
 /// Function attribute: stores leave through shared memory in the store's coalesced layout
-/// (config knob staged_stores, Hopper): tile-remove-layout-conversions keeps the conversion
-/// before them, stmatrix writes it and each thread stores whole 16-byte vectors.
+/// (config knob staged_stores, Hopper, where the scratch fits): tile-remove-layout-conversions
+/// keeps the conversion before them, stmatrix writes it and each thread stores whole 16-byte
+/// vectors.
 inline constexpr llvm::StringLiteral kStagedStoresAttrName = "tile.staged_stores";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
