@@ -195,14 +195,14 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
   // own for loads outside loops take shared memory the kernel could do without: where it
   // would not fit, it is lowered again without the staged stores, then without those stages.
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  for (bool stagedStores = true, stageOutsideLoops = true;;) {
+  for (bool allowStagedStores = true, stageOutsideLoops = true;;) {
     module = mlir::parseSourceString<mlir::ModuleOp>(traced.str(), &context);
     if (!module)
       throw Error("kernel '" + traced.name() + "': the traced IR does not parse back");
     result.num_warps = setNumWarps(*module, name, target);
     bool storesStaged = false;
     module->walk([&](mlir::func::FuncOp func) {
-      if (!stagedStores)
+      if (!allowStagedStores)
         func->removeAttr(tile::kStagedStoresAttrName);
       storesStaged |= func->hasAttr(tile::kStagedStoresAttrName);
     });
@@ -242,7 +242,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
     if (result.shared_memory <= target.max_shared_memory)
       break;
     if (storesStaged)
-      stagedStores = false;
+      allowStagedStores = false;
     else if (stagedOutsideLoops)
       stageOutsideLoops = false;
     else
