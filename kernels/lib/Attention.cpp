@@ -228,7 +228,8 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     if (v < 16 || (v & (v - 1)))
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
-  for (const char *name : {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "PERSISTENT", "QUERIES_IN_ROWS"}) {
+  for (const char *name :
+       {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
@@ -714,6 +715,8 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(std::nullopt, q.dtype, padded, options.causal).config_for(grid, args);
   blockPointersWhereTheTmaCopies(config, {&k, &v});
+  if (config.get("Q_BLOCK_POINTER", 0) && !(config.get("BLOCK_POINTERS", 0) && tmaCopies({&q})))
+    config.set("Q_BLOCK_POINTER", 0);
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 

@@ -22,6 +22,8 @@ template <typename T> Kernel forward() {
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
+    // Q through a block pointer too (Q_BLOCK_POINTER): on Hopper the producer's TMA copies it.
+    const bool q_block_pointer = block_pointers && cfg.get("Q_BLOCK_POINTER", 0) != 0;
 
     // Query block `query_block` of head `batch_head`: a program's whole work, or with
     // PERSISTENT one of its tiles.
@@ -32,7 +34,9 @@ template <typename T> Kernel forward() {
       Tile dims = arange(0, d);
       Tile dim_ok = expand_dims(dims, 0) < head_dim;
       Tile row_ok = expand_dims(rows, 1) < n_q;
-      Tile q_tile = loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
+      Tile q_tile = q_block_pointer ? loadBlockRows({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch, head,
+                                                    query_block * bm, bm, d)
+                                    : loadRows(q + batch * q_sb + head * q_sh, rows, q_sn, dims, row_ok && dim_ok);
       const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch, kv_head, block_pointers);
       const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch, kv_head, block_pointers);
       Tile qk_scale = scale * OnlineSoftmax::log2e;

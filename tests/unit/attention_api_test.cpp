@@ -149,6 +149,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "BLOCK_POINTERS"},
                       Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "BLOCK_POINTERS"},
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "BLOCK_POINTERS"},
+                      // Q through a block pointer too (Q_BLOCK_POINTER): rows past n_q and padded
+                      // head dims read 0; in persistent programs each tile's own Q.
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "BLOCK_POINTERS=1,Q_BLOCK_POINTER=1"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "BLOCK_POINTERS=1,Q_BLOCK_POINTER=1"},
+                      Case{2, 70, 130, 3, 1, 64, false, true, DType::bf16,
+                           "BLOCK_POINTERS=1,Q_BLOCK_POINTER=1,PERSISTENT=1"},
                       // Persistent programs (three under the interpreter) taking the tiles in
                       // turn, every other round reversed; the causal ones heaviest first.
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16, "PERSISTENT=1"},

@@ -592,19 +592,19 @@ private:
     }
   }
 
-  /// A block load outside loops whose tile only feeds dots outside loops (the forward's last
-  /// deferred P @ V, after its loops) becomes a TMA load into a stage and an mbarrier of its
+  /// A block load outside loops whose tile only feeds dots (the forward's Q before its loops,
+  /// its last deferred P @ V after them) becomes a TMA load into a stage and an mbarrier of its
   /// own, issued before the branches around it where they would run it (when its address can
   /// be computed there without a division that could trap: ops that are pure, block indices
   /// read from memory the kernel never writes). Only in warp-specialized kernels: their
-  /// producer issues it after its loops' last fill, so that it lands while the consumers still
-  /// compute, and no other ring reuses its memory.
+  /// producer issues it in program order (the last V after its loops' last fill, so that it
+  /// lands while the consumers still compute), and no other ring reuses its memory. The
+  /// consumers read the stage where the load stood, or each dot in a loop reads it where the
+  /// kernel keeps such operands in shared memory.
   void stageOutsideLoops(BlockLoadOp load) {
     std::optional<BlockTile> tile = blockTile(load.getType());
     Operation *operand = tile && tile->tile.getRank() == 2 ? stagedResult(load, *tile) : nullptr;
-    if (!operand || !feedsOnlyDots(operand) || llvm::any_of(operand->getUsers(), [](Operation *user) {
-          return user->getParentOfType<scf::ForOp>() != nullptr;
-        }))
+    if (!operand || !feedsOnlyDots(operand))
       return;
     Operation *top = func.getBody().front().findAncestorOpInBlock(*load);
     SmallVector<std::pair<scf::IfOp, bool>> branches; // outermost first; whether in the then-branch
@@ -641,8 +641,11 @@ private:
     TmaLoadOp::create(b, loc, map, hoist(b, load.getPtr(), top, hoisted, active), stage, zero, barrier, active);
     OpBuilder at(load);
     WaitBarrierOp::create(at, loc, barrier, zero, zero, /*sync=*/false);
-    for (OpOperand &use : llvm::make_early_inc_range(operand->getUses()))
-      readFromRing(at, use, stage, zero);
+    const bool inShared = func->hasAttr("tile.invariant_operands_in_shared");
+    for (OpOperand &use : llvm::make_early_inc_range(operand->getUses())) {
+      OpBuilder reader = inShared && use.getOwner()->getParentOfType<scf::ForOp>() ? OpBuilder(use.getOwner()) : at;
+      readFromRing(reader, use, stage, zero);
+    }
     if (operand != load.getOperation())
       operand->erase();
     load.erase();

@@ -686,3 +686,66 @@ func.func @tma_after_loops(%v: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n
   }
   return %out, %divided : tensor<64x64xf32>, tensor<64x64xf32>
 }
+
+// -----
+
+// A block load before the loops whose tile feeds their dots (the forward's Q) also gets a stage
+// and an mbarrier of its own, issued first: no thread copies it and no CTA barrier waits for
+// it. Where the kernel keeps such operands in registers, the tile is read from the stage once,
+// before the loop; with tile.invariant_operands_in_shared each dot reads the stage.
+// CHECK-LABEL: func.func @tma_before_loops
+// CHECK-SAME: tile.staged_outside_loops
+// CHECK: %[[STAGE:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
+// CHECK-NEXT: %[[BAR:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<1xi64>>
+// CHECK: tile.tma_load %{{.*}} into %[[STAGE]][%[[ZERO:.*]]], %[[BAR]]
+// CHECK-NEXT: tile.wait_barrier %[[BAR]][%[[ZERO]]], %[[ZERO]] :
+// CHECK-NEXT: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]]
+// CHECK: scf.for
+// CHECK-NOT: tile.shared_load %[[STAGE]]
+// CHECK: tile.dot %[[Q]], %{{.*}}
+// CHECK-LABEL: func.func @tma_before_loops_in_shared
+// CHECK: tile.tma_load %{{.*}} into %[[STAGE:[a-z0-9]+]][%[[ZERO:.*]]], %[[BAR:[a-z0-9]+]]
+// CHECK-NEXT: tile.wait_barrier %[[BAR]][%[[ZERO]]], %[[ZERO]] :
+// CHECK: scf.for
+// CHECK: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]]
+// CHECK-NEXT: tile.dot %[[Q]], %{{.*}}
+func.func @tma_before_loops(%q: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                            %n: i32 {tile.divisibility = 16 : i32}, %row: i32, %end: i32)
+    -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32, tile.tma, tile.warp_specialize} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %pq = tile.make_block_ptr %q, [%n64, %d], [%d, %one], [%row, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %qb = tile.block_load %pq {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+  %pk0 = tile.make_block_ptr %k, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %acc = scf.for %i = %c0 to %end step %c64 iter_args(%a = %zero) -> (tensor<64x64xf32>) : i32 {
+    %pk = tile.advance %pk0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %kb = tile.block_load %pk {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %qb, %kb, %a : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %acc : tensor<64x64xf32>
+}
+func.func @tma_before_loops_in_shared(%q: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                                      %n: i32 {tile.divisibility = 16 : i32}, %row: i32, %end: i32)
+    -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32, tile.tma, tile.warp_specialize, tile.invariant_operands_in_shared} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %pq = tile.make_block_ptr %q, [%n64, %d], [%d, %one], [%row, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %qb = tile.block_load %pq {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+  %pk0 = tile.make_block_ptr %k, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %acc = scf.for %i = %c0 to %end step %c64 iter_args(%a = %zero) -> (tensor<64x64xf32>) : i32 {
+    %pk = tile.advance %pk0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %kb = tile.block_load %pk {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %qb, %kb, %a : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s : tensor<64x64xf32>
+  }
+  return %acc : tensor<64x64xf32>
+}

@@ -31,10 +31,13 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     tile loaded outside loops and used only by dots inside them is copied once into a
     one-stage buffer that every iteration's dot reads (Q of attention, out of registers).
     With `stage-outside-loops`, in a warp-specialized kernel, a block load outside loops whose
-    tile only feeds dots outside loops (attention's last deferred P @ V) is copied by the TMA
-    into a stage and an mbarrier of its own, issued before the branches around it where they
-    would run it; the producer then issues it after its loops' last fill, and it lands while
-    the consumers still compute (its own shared memory: the function is marked
+    tile only feeds dots (attention's Q before the loops, its last deferred P @ V after them)
+    is copied by the TMA into a stage and an mbarrier of its own, issued before the branches
+    around it where they would run it; the producer issues it in program order (Q before the
+    first keys, the last V after its loops' last fill), and the consumers wait for its phase
+    where the load stood: no thread copies it and no CTA barrier waits for it. The tile is
+    read from the stage there, or with `tile.invariant_operands_in_shared` by each dot in a
+    loop (its own shared memory: the function is marked
     `tile.staged_outside_loops`, and the compiler drops the stage where the kernel would not
     fit otherwise).
   }];
