@@ -79,9 +79,8 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
 /// 8 warps, the two consumer warpgroups take turns at issuing their wgmma), staged_stores
 /// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
-/// fits) and
-/// programs_per_sm (default 1: how many programs' registers an SM holds at once) on the
-/// kernel, checked.
+/// fits) and programs_per_sm (default 1: how many programs' registers an SM holds at once) on
+/// the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
   int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, stagedKnob = 0, programsKnob = 1,
