@@ -187,8 +187,46 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
   return out;
 }
 
-bool storesWithStmatrix(RankedTensorType type);
-void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType type, ArrayRef<Value> registers);
+/// Whether stmatrix can store `type`: 16-bit elements in an mma layout whose warps hold whole
+/// 16x16 blocks, into a swizzled tile (rows of at least 32 bytes).
+bool storesWithStmatrix(RankedTensorType type) {
+  auto mma = dyn_cast_or_null<MmaEncodingAttr>(type.getEncoding());
+  if (!mma || type.getRank() != 2 || type.getElementType().getIntOrFloatBitWidth() != 16)
+    return false;
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  return rows % (16 * mma.getWarpsPerCTA()[0]) == 0 && cols % (16 * mma.getWarpsPerCTA()[1]) == 0 && cols * 2 >= 32;
+}
+
+/// The mma-layout tile `registers` of `type` into the swizzled tile at `base`: stmatrix.x4 per
+/// 16x16 block a warp holds, matrix q its rows +8*(q%2), columns +8*(q/2) (the registers of
+/// mma's accumulator fragments, paired); lane l points at row l%8 of matrix l/8. One address a
+/// block instead of one a register pair.
+void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType type, ArrayRef<Value> registers) {
+  auto layout = toLinearLayout(type.getEncoding(), type.getShape());
+  auto index = registerIndex(layout);
+  Values warp = warpOffset(b, loc, layout);
+  auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
+  const auto [laneRow, matrixLow, matrixHigh] = matrixLane(b, loc);
+  Value matrixRow = LLVM::ShlOp::create(b, loc, matrixLow, i32Constant(b, loc, 3));
+  Value matrixCol = LLVM::ShlOp::create(b, loc, matrixHigh, i32Constant(b, loc, 3));
+  Value row0 = LLVM::AddOp::create(b, loc, LLVM::AddOp::create(b, loc, warp[0], laneRow), matrixRow);
+  Value col0 = LLVM::AddOp::create(b, loc, warp[1], matrixCol);
+  Type element = type.getElementType();
+  for (const auto &[corner, reg] : index) {
+    if (corner[0] % 16 != 0 || corner[1] % 16 != 0)
+      continue;
+    Values words;
+    for (int q = 0; q < 4; ++q) {
+      layout::Coord at{corner[0] + 8 * (q % 2), corner[1] + 8 * (q / 2)};
+      words.push_back(packPair(b, loc, registers[index.at(at)], registers[index.at({at[0], at[1] + 1})]));
+    }
+    Value idx = sharedIndex(b, loc, {add(row0, corner[0]), add(col0, corner[1])}, type.getShape(), 2, /*swizzle=*/true);
+    Value address = LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx});
+    words.insert(words.begin(), address);
+    ptx(b, loc, Type(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r", words,
+        true);
+  }
+}
 
 /// broadcast, expand_dims, trans, reshape, convert_layout: register moves when the layouts
 /// allow, otherwise a round trip through shared memory (written with Hopper's stmatrix from
@@ -254,47 +292,6 @@ struct SharedLoadLowering : ConvertOpToLLVMPattern<SharedLoadOp> {
     return success();
   }
 };
-
-/// Whether stmatrix can store `type`: 16-bit elements in an mma layout whose warps hold whole
-/// 16x16 blocks, into a swizzled tile (rows of at least 32 bytes).
-bool storesWithStmatrix(RankedTensorType type) {
-  auto mma = dyn_cast_or_null<MmaEncodingAttr>(type.getEncoding());
-  if (!mma || type.getRank() != 2 || type.getElementType().getIntOrFloatBitWidth() != 16)
-    return false;
-  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
-  return rows % (16 * mma.getWarpsPerCTA()[0]) == 0 && cols % (16 * mma.getWarpsPerCTA()[1]) == 0 && cols * 2 >= 32;
-}
-
-/// The mma-layout tile `registers` of `type` into the swizzled tile at `base`: stmatrix.x4 per
-/// 16x16 block a warp holds, matrix q its rows +8*(q%2), columns +8*(q/2) (the registers of
-/// mma's accumulator fragments, paired); lane l points at row l%8 of matrix l/8. One address a
-/// block instead of one a register pair.
-void storeWithStmatrix(OpBuilder &b, Location loc, Value base, RankedTensorType type, ArrayRef<Value> registers) {
-  auto layout = toLinearLayout(type.getEncoding(), type.getShape());
-  auto index = registerIndex(layout);
-  Values warp = warpOffset(b, loc, layout);
-  auto add = [&](Value x, int64_t c) { return LLVM::AddOp::create(b, loc, x, i32Constant(b, loc, c)).getResult(); };
-  const auto [laneRow, matrixLow, matrixHigh] = matrixLane(b, loc);
-  Value matrixRow = LLVM::ShlOp::create(b, loc, matrixLow, i32Constant(b, loc, 3));
-  Value matrixCol = LLVM::ShlOp::create(b, loc, matrixHigh, i32Constant(b, loc, 3));
-  Value row0 = LLVM::AddOp::create(b, loc, LLVM::AddOp::create(b, loc, warp[0], laneRow), matrixRow);
-  Value col0 = LLVM::AddOp::create(b, loc, warp[1], matrixCol);
-  Type element = type.getElementType();
-  for (const auto &[corner, reg] : index) {
-    if (corner[0] % 16 != 0 || corner[1] % 16 != 0)
-      continue;
-    Values words;
-    for (int q = 0; q < 4; ++q) {
-      layout::Coord at{corner[0] + 8 * (q % 2), corner[1] + 8 * (q / 2)};
-      words.push_back(packPair(b, loc, registers[index.at(at)], registers[index.at({at[0], at[1] + 1})]));
-    }
-    Value idx = sharedIndex(b, loc, {add(row0, corner[0]), add(col0, corner[1])}, type.getShape(), 2, /*swizzle=*/true);
-    Value address = LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{idx});
-    words.insert(words.begin(), address);
-    ptx(b, loc, Type(), "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r", words,
-        true);
-  }
-}
 
 /// A tile from registers into a stage, laid out as the rings' stages are. The barrier before
 /// it: every warp is done reading the stage's previous contents (async dots that read it were
