@@ -214,9 +214,11 @@ bool tmaCopies(std::initializer_list<const TensorView *> views) {
 
 /// Block pointers pay where the TMA copies them (tmaCopies of the tensors the pass reads through
 /// them, as the compiler's specialization sees them); elsewhere `config` takes tiles of pointers.
-void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<const TensorView *> views) {
-  if (config.get("BLOCK_POINTERS", 0) && !tmaCopies(views))
-    config.set("BLOCK_POINTERS", 0);
+/// `knob`: the one that asks for them (the forward's Q has its own, Q_BLOCK_POINTER).
+void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<const TensorView *> views,
+                                    const char *knob = "BLOCK_POINTERS") {
+  if (config.get(knob, 0) && !tmaCopies(views))
+    config.set(knob, 0);
 }
 
 /// A given config's knobs; PERSISTENT only where `persistent` (the forward passes, dense and
@@ -715,8 +717,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(std::nullopt, q.dtype, padded, options.causal).config_for(grid, args);
   blockPointersWhereTheTmaCopies(config, {&k, &v});
-  if (config.get("Q_BLOCK_POINTER", 0) && !(config.get("BLOCK_POINTERS", 0) && tmaCopies({&q})))
-    config.set("Q_BLOCK_POINTER", 0);
+  blockPointersWhereTheTmaCopies(config, {&q}, "Q_BLOCK_POINTER"); // (only with BLOCK_POINTERS)
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 
