@@ -252,6 +252,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("BLOCK_POINTERS", 3);
   expectError("BLOCK_POINTERS must be 0 or 1");
   options.config->set("BLOCK_POINTERS", 1);
+  options.config->set("Q_BLOCK_POINTER", 2);
+  expectError("Q_BLOCK_POINTER must be 0 or 1");
+  options.config->set("Q_BLOCK_POINTER", 0);
   options.config->set("PERSISTENT", 2);
   expectError("PERSISTENT must be 0 or 1");
   options.config->set("PERSISTENT", 0);
