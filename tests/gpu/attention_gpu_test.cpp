@@ -196,7 +196,8 @@ TEST_F(GpuTest, AttentionForwardNarrowMaskedBlocks) {
 TEST_F(GpuTest, AttentionForwardStagedStores) { checkSpacesWith("warp_specialize", {{"staged_stores", 1}}, 2, 1111, 4); }
 
 // Q through the TMA (config knob Q_BLOCK_POINTER: the producer copies it, no consumer-wide
-// barrier waits for it) on every config with block pointers, and in persistent programs.
+// barrier waits for it) on every config with block pointers, and in persistent programs, where
+// the next tile's Q fills a two-stage ring while this tile computes.
 TEST_F(GpuTest, AttentionForwardQueriesThroughTma) {
   checkSpacesWith("BLOCK_POINTERS", {{"Q_BLOCK_POINTER", 1}}, 2, 1111, 4);
   checkSpacesWith("warp_specialize", {{"Q_BLOCK_POINTER", 1}, {"PERSISTENT", 1}}, 4, 4224, 8);

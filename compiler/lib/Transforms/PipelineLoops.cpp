@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/MapVector.h"
 
+#include <deque>
 #include <optional>
 
 namespace tessera {
@@ -304,16 +305,16 @@ SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, 
 }
 
 /// Replaces one use of a staged load with a read of `buffer[slot]` at `b`; a transpose using
-/// it becomes a transposed read.
-void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot) {
+/// it becomes a transposed read. With `whole`, the tile is read at once (SharedLoadOp).
+void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot, bool whole = false) {
   Location loc = use.get().getLoc();
   if (isTransposedDotOperand(use)) {
     auto trans = cast<TransOp>(use.getOwner());
-    auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true);
+    auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true, whole);
     trans.getResult().replaceAllUsesWith(read.getResult());
     trans.erase();
   } else {
-    use.set(SharedLoadOp::create(b, loc, use.get().getType(), buffer, slot, /*transposed=*/false));
+    use.set(SharedLoadOp::create(b, loc, use.get().getType(), buffer, slot, /*transposed=*/false, whole));
   }
 }
 
@@ -409,13 +410,17 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
   for (auto [load, buffer] : llvm::zip(rings.copied, rings.copyBuffers))
     for (OpOperand &use : llvm::make_early_inc_range(load->getUses()))
       readFromRing(at, use, buffer, slot);
-  // A row (the backward's LSE) is read where it is used: it takes registers from there only.
+  // A row (the backward's LSE) is read where it is used: it takes registers from there only;
+  // so is a tile used in inner loops where the kernel keeps such operands in shared memory (a
+  // persistent kernel's Q).
+  const bool inShared = loop->getParentOfType<func::FuncOp>()->hasAttr("tile.invariant_operands_in_shared");
   if (ring)
     for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers)) {
       bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
       for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses())) {
-        OpBuilder reader = row ? OpBuilder(use.getOwner()) : at;
-        readFromRing(reader, use, buffer, slot);
+        bool inner = use.getOwner()->getParentOfType<scf::ForOp>() != loop;
+        OpBuilder reader = row || (inner && inShared) ? OpBuilder(use.getOwner()) : at;
+        readFromRing(reader, use, buffer, slot, /*whole=*/inner && !inShared);
       }
     }
   SmallVector<Value> next(body->getArguments().begin(), body->getArguments().end());
@@ -465,16 +470,7 @@ public:
       if (holdsTmaLoop(loop) || !inLoopsAndBranches(loop))
         continue; // its loads stay block loads: the numbering cannot follow them
       if (!ringOf(loads)) {
-        TmaRing &ring = rings.emplace_back();
-        for (TmaLoad &load : loads) {
-          auto tile = cast<RankedTensorType>(load.operand->getResult(0).getType());
-          ring.maps.push_back(load.map);
-          ring.tiles.push_back(tile);
-          ring.buffers.push_back(SharedAllocOp::create(b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, tile)));
-        }
-        ring.barriers = SharedAllocOp::create(
-            b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, RankedTensorType::get({1}, b.getI64Type())));
-        InitBarriersOp::create(b, func.getLoc(), ring.barriers, b.getI32IntegerAttr(int32_t(loads.size())));
+        makeRing(b, loads, stages);
         filled.push_back(arith::ConstantOp::create(b, func.getLoc(), b.getI32IntegerAttr(0)));
       }
     }
@@ -491,6 +487,21 @@ public:
   }
 
 private:
+  /// A ring of `stages` for `loads` (a buffer each, an mbarrier a stage), made at `b`.
+  TmaRing &makeRing(OpBuilder &b, ArrayRef<TmaLoad> loads, int64_t stages) {
+    TmaRing &ring = rings.emplace_back();
+    for (const TmaLoad &load : loads) {
+      auto tile = cast<RankedTensorType>(load.operand->getResult(0).getType());
+      ring.maps.push_back(load.map);
+      ring.tiles.push_back(tile);
+      ring.buffers.push_back(SharedAllocOp::create(b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, tile)));
+    }
+    ring.barriers = SharedAllocOp::create(
+        b, func.getLoc(), SharedBufferType::get(b.getContext(), stages, RankedTensorType::get({1}, b.getI64Type())));
+    InitBarriersOp::create(b, func.getLoc(), ring.barriers, b.getI32IntegerAttr(int32_t(loads.size())));
+    return ring;
+  }
+
   /// The index of the ring `loads` fill (same maps and tiles in order), if made.
   std::optional<size_t> ringOf(ArrayRef<TmaLoad> loads) {
     for (auto [index, ring] : llvm::enumerate(rings))
@@ -566,9 +577,19 @@ private:
           yield->setOperand(first + k, value);
         for (auto [k, result] : llvm::enumerate(carrier.getResults().drop_front(first)))
           (*filled)[k] = result;
-        // Its own copies (a persistent kernel's next Q) one iteration ahead: an iteration runs
-        // whole loops, which hide them; more stages would only take shared memory.
-        pipelineCopies(carrier, std::min<int64_t>(stages, 2));
+        // Its own copies and TMA loads (a persistent kernel's next Q) one iteration ahead, the
+        // TMA's (as stages outside the loops that hide them: where the kernel stages those) in
+        // a two-stage ring of their own numbered by the iteration: an iteration runs whole
+        // loops, which hide them; more stages would only take shared memory.
+        SmallVector<TmaLoad> own = stageOutside ? tmaLoads(carrier, constants, maps) : SmallVector<TmaLoad>{};
+        TmaRing *ring = nullptr;
+        if (!own.empty()) {
+          OpBuilder start = OpBuilder::atBlockBegin(&func.getBody().front());
+          ring = &makeRing(start, own, 2);
+        }
+        OpBuilder before(carrier);
+        pipeline(carrier, std::min<int64_t>(stages, 2), operandLoads(carrier, constants), std::move(own), ring,
+                 arith::ConstantOp::create(before, carrier.getLoc(), before.getI32IntegerAttr(0)));
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op); branch && filled && !filled->empty() && holdsTmaLoop(branch)) {
@@ -643,8 +664,9 @@ private:
     WaitBarrierOp::create(at, loc, barrier, zero, zero, /*sync=*/false);
     const bool inShared = func->hasAttr("tile.invariant_operands_in_shared");
     for (OpOperand &use : llvm::make_early_inc_range(operand->getUses())) {
-      OpBuilder reader = inShared && use.getOwner()->getParentOfType<scf::ForOp>() ? OpBuilder(use.getOwner()) : at;
-      readFromRing(reader, use, stage, zero);
+      bool inLoop = use.getOwner()->getParentOfType<scf::ForOp>() != nullptr;
+      OpBuilder reader = inShared && inLoop ? OpBuilder(use.getOwner()) : at;
+      readFromRing(reader, use, stage, zero, /*whole=*/inLoop && !inShared);
     }
     if (operand != load.getOperation())
       operand->erase();
@@ -687,7 +709,7 @@ private:
   const ConstantMemory constants; // pipelining adds no global writes
   TensorMaps maps;
   llvm::MapVector<Operation *, SmallVector<TmaLoad>> tmaOf;
-  SmallVector<TmaRing> rings; // made before any pipelining: stable
+  std::deque<TmaRing> rings; // stable: pipelining holds pointers to them
 };
 
 /// With tile.invariant_operands_in_shared: a tile loaded outside any loop and used only as

@@ -173,7 +173,7 @@ struct SharedLoadInTargetLayout : OpRewritePattern<ConvertLayoutOp> {
       return failure();
     rewriter.setInsertionPoint(load);
     rewriter.replaceOp(op, SharedLoadOp::create(rewriter, load.getLoc(), op.getType(), load.getBuffer(),
-                                                load.getSlot(), load.getTransposed()));
+                                                load.getSlot(), load.getTransposed(), load.getWhole()));
     return success();
   }
 };

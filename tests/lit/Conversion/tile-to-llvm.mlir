@@ -210,6 +210,37 @@ func.func @wgmma_from_rings(%acc: tensor<64x64xf32, #mma>, %slot: i32, %out: !ti
 
 // -----
 
+#mma = #tile.mma<warpsPerCTA = [4, 1]>
+
+// A read marked `whole` (an A operand the TMA staged before the loop that holds its dot: the
+// forward's Q) goes into registers at once, with ldmatrix: the wgmma in the loop takes A from
+// registers and only B by descriptor.
+// CHECK-LABEL: llvm.func @wgmma_invariant_a_read_once
+// CHECK-COUNT-8: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK-NOT: ldmatrix
+// CHECK: llvm.br
+// CHECK: wgmma.fence.sync.aligned
+// CHECK: add.s64 db, ${{[0-9]+}}, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, db,
+// CHECK-NOT: ldmatrix
+func.func @wgmma_invariant_a_read_once(%acc: tensor<64x64xf32, #mma>, %n: i32, %out: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 4 : i32, tile.warpgroup_mma, tile.shared_memory = 65536 : i64} {
+  %qa = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<64x128xf16>>
+  %ka = tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<64x128xf16>>
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %x = tile.shared_load %qa[%c0] {whole} : !tile.shared<1 x tensor<64x128xf16>> -> tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %acc) -> (tensor<64x64xf32, #mma>) : i32 {
+    %y = tile.shared_load %ka[%i] {transposed} : !tile.shared<2 x tensor<64x128xf16>> -> tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+    %d = tile.dot %x, %y, %a : tensor<64x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x64xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<64x64xf32, #mma>
+    scf.yield %d : tensor<64x64xf32, #mma>
+  }
+  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>, #mma>
+  tile.store %os, %r : tensor<64x64x!tile.ptr<f32>, #mma>
+  return
+}
+
+// -----
+
 #mma = #tile.mma<warpsPerCTA = [8, 1]>
 
 // A in registers (P of attention) and an MN-major B stage 512 columns wide (B transposed:

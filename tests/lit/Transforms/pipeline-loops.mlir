@@ -523,6 +523,86 @@ func.func @tile_queries(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n: i
 
 // -----
 
+// Its own block loads (the next tile's queries through a block pointer) go through a TMA ring
+// of their own, two stages numbered by the iteration: the first tile's filled before the loop,
+// each iteration waiting for its tile, reading it and filling the next one's. The tile is read
+// once, whole, at the top of the iteration; with tile.invariant_operands_in_shared each dot in
+// the inner loop reads the stage.
+// CHECK-LABEL: func.func @tile_queries_through_tma
+// CHECK-DAG: %[[Q:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK-DAG: %[[QBAR:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+// CHECK: tile.tma_load %{{.*}} into %[[Q]][%{{.*}}], %[[QBAR]]
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[QBAR]]
+// CHECK-NEXT: %[[QT:.*]] = tile.shared_load %[[Q]][%{{.*}}] {whole}
+// CHECK: tile.tma_load %{{.*}} into %[[Q]][%{{.*}}], %[[QBAR]]
+// CHECK: scf.for
+// CHECK-NOT: tile.shared_load %[[Q]]
+// CHECK: tile.dot %[[QT]]
+// CHECK-LABEL: func.func @tile_queries_through_tma_in_shared
+// CHECK: tile.wait_barrier %[[QBAR:[a-z0-9]+]]
+// CHECK-NOT: tile.shared_load
+// CHECK: tile.tma_load %{{.*}} into %[[Q:[a-z0-9]+]][%{{.*}}], %[[QBAR]]
+// CHECK: scf.for
+// CHECK: %[[QT:.*]] = tile.shared_load %[[Q]][%{{.*}}] :
+// CHECK-NEXT: tile.dot %[[QT]]
+func.func @tile_queries_through_tma(%q: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                                    %n: i32 {tile.divisibility = 16 : i32}, %tiles: i32, %out: !tile.ptr<f32>)
+    attributes {tile.num_stages = 3 : i32, tile.tma, tile.warp_specialize} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %pk0 = tile.make_block_ptr %k, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pid = tile.program_id x
+  %programs = tile.num_programs x
+  scf.for %t = %pid to %tiles step %programs : i32 {
+    %rows = arith.muli %t, %c64 : i32
+    %pq = tile.make_block_ptr %q, [%n64, %d], [%d, %one], [%rows, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+    %qb = tile.block_load %pq {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %acc = scf.for %i = %c0 to %n step %c64 iter_args(%a = %zero) -> (tensor<64x64xf32>) : i32 {
+      %pk = tile.advance %pk0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %kb = tile.block_load %pk {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %qb, %kb, %a : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+    tile.store %ptrs, %acc : tensor<64x64x!tile.ptr<f32>>
+  }
+  return
+}
+func.func @tile_queries_through_tma_in_shared(%q: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                                              %n: i32 {tile.divisibility = 16 : i32}, %tiles: i32, %out: !tile.ptr<f32>)
+    attributes {tile.num_stages = 3 : i32, tile.tma, tile.warp_specialize, tile.invariant_operands_in_shared} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %d = arith.constant 64 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %pk0 = tile.make_block_ptr %k, [%n64, %d], [%d, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %pid = tile.program_id x
+  %programs = tile.num_programs x
+  scf.for %t = %pid to %tiles step %programs : i32 {
+    %rows = arith.muli %t, %c64 : i32
+    %pq = tile.make_block_ptr %q, [%n64, %d], [%d, %one], [%rows, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+    %qb = tile.block_load %pq {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %acc = scf.for %i = %c0 to %n step %c64 iter_args(%a = %zero) -> (tensor<64x64xf32>) : i32 {
+      %pk = tile.advance %pk0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+      %kb = tile.block_load %pk {boundary_check = array<i32: 0>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+      %s = tile.dot %qb, %kb, %a : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+      scf.yield %s : tensor<64x64xf32>
+    }
+    %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<64x64x!tile.ptr<f32>>
+    tile.store %ptrs, %acc : tensor<64x64x!tile.ptr<f32>>
+  }
+  return
+}
+
+// -----
+
 // A loop in a branch (the DSL's if_) fills the ring too: the branch yields the count after it
 // (the other branch the count before), and the loop after the branch continues from there.
 // CHECK-LABEL: func.func @ring_in_branch
@@ -692,14 +772,14 @@ func.func @tma_after_loops(%v: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n
 // A block load before the loops whose tile feeds their dots (the forward's Q) also gets a stage
 // and an mbarrier of its own, issued first: no thread copies it and no CTA barrier waits for
 // it. Where the kernel keeps such operands in registers, the tile is read from the stage once,
-// before the loop; with tile.invariant_operands_in_shared each dot reads the stage.
+// whole, before the loop; with tile.invariant_operands_in_shared each dot reads the stage.
 // CHECK-LABEL: func.func @tma_before_loops
 // CHECK-SAME: tile.staged_outside_loops
 // CHECK: %[[STAGE:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<64x64xf16>>
 // CHECK-NEXT: %[[BAR:.*]] = tile.shared_alloc : !tile.shared<1 x tensor<1xi64>>
 // CHECK: tile.tma_load %{{.*}} into %[[STAGE]][%[[ZERO:.*]]], %[[BAR]]
 // CHECK-NEXT: tile.wait_barrier %[[BAR]][%[[ZERO]]], %[[ZERO]] :
-// CHECK-NEXT: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]]
+// CHECK-NEXT: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]] {whole}
 // CHECK: scf.for
 // CHECK-NOT: tile.shared_load %[[STAGE]]
 // CHECK: tile.dot %[[Q]], %{{.*}}
@@ -707,7 +787,7 @@ func.func @tma_after_loops(%v: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %n
 // CHECK: tile.tma_load %{{.*}} into %[[STAGE:[a-z0-9]+]][%[[ZERO:.*]]], %[[BAR:[a-z0-9]+]]
 // CHECK-NEXT: tile.wait_barrier %[[BAR]][%[[ZERO]]], %[[ZERO]] :
 // CHECK: scf.for
-// CHECK: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]]
+// CHECK: %[[Q:.*]] = tile.shared_load %[[STAGE]][%[[ZERO]]] :
 // CHECK-NEXT: tile.dot %[[Q]], %{{.*}}
 func.func @tma_before_loops(%q: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
                             %n: i32 {tile.divisibility = 16 : i32}, %row: i32, %end: i32)

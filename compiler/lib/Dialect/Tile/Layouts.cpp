@@ -218,9 +218,10 @@ bool readsWithLdmatrix(RankedTensorType result, RankedTensorType storage) {
 
 /// Whether the tensor-core dots `load` feeds read its fragments themselves, one 16-wide step
 /// of k just before that step's mma.sync: a warp then holds one step of an operand in
-/// registers, not all of it (a 64x128 B operand would take 128 registers a thread).
+/// registers, not all of it (a 64x128 B operand would take 128 registers a thread); not a
+/// load marked `whole`.
 bool readByDotSteps(SharedLoadOp load) {
-  return readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
+  return !load.getWhole() && readsWithLdmatrix(load.getType(), load.getBuffer().getType().getTileType()) &&
          llvm::all_of(load->getUses(), [](OpOperand &use) {
            auto dot = dyn_cast<DotOp>(use.getOwner());
            return dot && use.getOperandNumber() < 2 && isa_and_present<MmaEncodingAttr>(dot.getType().getEncoding());

@@ -36,10 +36,12 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     around it where they would run it; the producer issues it in program order (Q before the
     first keys, the last V after its loops' last fill), and the consumers wait for its phase
     where the load stood: no thread copies it and no CTA barrier waits for it. The tile is
-    read from the stage there, or with `tile.invariant_operands_in_shared` by each dot in a
-    loop (its own shared memory: the function is marked
-    `tile.staged_outside_loops`, and the compiler drops the stage where the kernel would not
-    fit otherwise).
+    read from the stage there (`{whole}`: into registers once), or with
+    `tile.invariant_operands_in_shared` by each dot in a loop (its own shared memory: the
+    function is marked `tile.staged_outside_loops`, and the compiler drops the stage where the
+    kernel would not fit otherwise). Likewise a loop around loops that fill rings (a persistent
+    kernel's loop over tiles) copies its own such block loads (the next tile's Q) through a
+    two-stage TMA ring of its own, numbered by the iteration, one iteration ahead.
   }];
   let options = [
     Option<"stageOutsideLoops", "stage-outside-loops", "bool", /*default=*/"true",

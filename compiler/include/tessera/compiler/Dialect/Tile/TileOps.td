@@ -528,12 +528,15 @@ def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
   let summary = "read one stage of a ring into registers";
   let description = [{
     With `transposed`, the result is the stage's 2-D tile transposed (a K tile staged as
-    stored in memory, read as the B operand of Q K^T).
+    stored in memory, read as the B operand of Q K^T). With `whole`, the tile is read into
+    registers here, all of it, even where the tensor-core dots it feeds could read it
+    themselves one step of k at a time (a loop-invariant A operand staged by the TMA and read
+    before the loop: once, not in every iteration).
 
     Example: `%a = tile.shared_load %buf[%slot] : !tile.shared<3 x tensor<128x32xbf16>> -> tensor<128x32xbf16>`
     `%kt = tile.shared_load %buf[%slot] {transposed} : !tile.shared<3 x tensor<64x128xf16>> -> tensor<128x64xf16>`
   }];
-  let arguments = (ins Tile_SharedBufferType:$buffer, I32:$slot, UnitAttr:$transposed);
+  let arguments = (ins Tile_SharedBufferType:$buffer, I32:$slot, UnitAttr:$transposed, UnitAttr:$whole);
   let results = (outs Tile_Tile:$result);
   let assemblyFormat = "$buffer `[` $slot `]` attr-dict `:` qualified(type($buffer)) `->` type($result)";
   let hasVerifier = 1;
