@@ -305,15 +305,17 @@ SmallVector<TmaLoad> tmaLoads(scf::ForOp loop, const ConstantMemory &constants, 
 }
 
 /// Replaces one use of a staged load with a read of `buffer[slot]` at `b`; a transpose using
-/// it becomes a transposed read. With `whole`, the tile is read at once (SharedLoadOp).
+/// it becomes a transposed read. With `whole`, a dot's A operand is read at once, into
+/// registers (B operands stay where wgmma reads them by descriptor).
 void readFromRing(OpBuilder &b, OpOperand &use, Value buffer, Value slot, bool whole = false) {
   Location loc = use.get().getLoc();
   if (isTransposedDotOperand(use)) {
     auto trans = cast<TransOp>(use.getOwner());
-    auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true, whole);
+    auto read = SharedLoadOp::create(b, loc, trans.getType(), buffer, slot, /*transposed=*/true, /*whole=*/false);
     trans.getResult().replaceAllUsesWith(read.getResult());
     trans.erase();
   } else {
+    whole &= isDotOperand(use) && use.getOperandNumber() == 0;
     use.set(SharedLoadOp::create(b, loc, use.get().getType(), buffer, slot, /*transposed=*/false, whole));
   }
 }
