@@ -585,13 +585,13 @@ private:
         // loops, which hide them; more stages would only take shared memory.
         SmallVector<TmaLoad> own = stageOutside ? tmaLoads(carrier, constants, maps) : SmallVector<TmaLoad>{};
         TmaRing *ring = nullptr;
+        Value none; // fills before the loop: its ring is its own
         if (!own.empty()) {
           OpBuilder start = OpBuilder::atBlockBegin(&func.getBody().front());
           ring = &makeRing(start, own, 2);
+          none = arith::ConstantOp::create(start, carrier.getLoc(), start.getI32IntegerAttr(0));
         }
-        OpBuilder before(carrier);
-        pipeline(carrier, std::min<int64_t>(stages, 2), operandLoads(carrier, constants), std::move(own), ring,
-                 arith::ConstantOp::create(before, carrier.getLoc(), before.getI32IntegerAttr(0)));
+        pipeline(carrier, std::min<int64_t>(stages, 2), operandLoads(carrier, constants), std::move(own), ring, none);
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op); branch && filled && !filled->empty() && holdsTmaLoop(branch)) {
