@@ -297,7 +297,12 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // the tuner decides per GPU and shape. Persistent programs (PERSISTENT) on these configs of one
   // program an SM are not in the space: at d = 128 in ping-pong 0.944 ms against 0.955 in an A/B
   // but 0.975 against 0.969 in the tuner's trials, causal 0.575 against 0.519; the d = 64 128 x
-  // 256 blocks 1.251 against 1.186, causal 0.705 against 0.688 (f16, N = 4096).
+  // 256 blocks 1.251 against 1.186, causal 0.705 against 0.688 (f16, N = 4096). Only with Q
+  // too through the producer's TMA (Q_BLOCK_POINTER: a two-stage ring, the next tile's Q loaded
+  // while the consumers finish this one) do they gain, and only with the causal mask, whose
+  // tiles are short: 0.688 ms against 0.696 and 0.675 against 0.681 in two runs, without the
+  // mask 1.276 against 1.195 (A/Bs, f16, N = 4096); bf16 N = 8192 1.216 against 1.198. So the
+  // causal space has that config too (causalPersistent), and the tuner decides.
   // The d = 128 blocks of 128 x 128 store O through shared memory (staged_stores): from the
   // accumulator's layout each thread would store 4 bytes at a time, 32 stores of a third
   // wasted sectors (ncu). Staged, the ping-pong takes 0.916 ms against 0.953, without it
@@ -305,7 +310,7 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // 128 x 256 blocks gain nothing from it (1.188 against 1.184, causal 0.688 against 0.687).
   struct Shape {
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, causalMaskedBn = 0,
-            stagedStores = 0;
+            stagedStores = 0, causalPersistent = 0;
   };
   std::vector<Shape> shapes;
   if (padded <= 64)
@@ -322,7 +327,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 64, 4, 3, 1, 0, 1, 0},
               {128, 64, 8, 3, 1, 0, 1, 0},
               {64, 64, 4, 4, 1, 0, 0, 0},
-              {128, 64, 8, 3, 1, 0, 1, 2}};
+              {128, 64, 8, 3, 1, 0, 1, 2},
+              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128, 0, 1}};
   else if (padded <= 128)
     shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
@@ -335,6 +341,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 32, 4, 2, 0, 0, 0, 0}};
   std::vector<dsl::Config> configs;
   for (const Shape &shape : shapes) {
+    if (shape.causalPersistent && !causal)
+      continue;
     configs.push_back({{"BLOCK_M", shape.bm}, {"BLOCK_N", shape.bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", shape.split}, {"num_warps", shape.warps}, {"num_stages", shape.stages},
                        {"invariant_operands_in_shared", shape.qShared}, {"OVERLAP_SOFTMAX", shape.overlap}});
@@ -350,6 +358,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
       configs.back().set("MASKED_BLOCK_N", shape.causalMaskedBn);
     if (shape.stagedStores)
       configs.back().set("staged_stores", 1);
+    if (shape.causalPersistent) {
+      configs.back().set("PERSISTENT", 1);
+      configs.back().set("Q_BLOCK_POINTER", 1);
+    }
   }
   return configs;
 }
