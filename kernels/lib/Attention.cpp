@@ -231,7 +231,8 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
       fail("config " + config.str() + ": " + name + " must be a power of two of at least 16");
   }
   for (const char *name :
-       {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS"}) {
+       {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS",
+        "SKIP_VISIBLE_MASKS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");

@@ -203,6 +203,10 @@ TEST_F(GpuTest, AttentionForwardQueriesThroughTma) {
   checkSpacesWith("warp_specialize", {{"Q_BLOCK_POINTER", 1}, {"PERSISTENT", 1}}, 4, 4224, 8);
 }
 
+// Masked-loop blocks that every row sees whole skip the mask (config knob SKIP_VISIBLE_MASKS)
+// on every config of the spaces, ragged and causal (the diagonal offset by n_kv - n_q).
+TEST_F(GpuTest, AttentionForwardSkipVisibleMasks) { checkSpacesWith("BLOCK_M", {{"SKIP_VISIBLE_MASKS", 1}}, 2, 1111, 4); }
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -165,7 +165,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // ping-pong: the diagonal offset both ways, rows that see no key.
                       Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128"},
                       Case{2, 300, 113, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64"},
-                      Case{1, 70, 290, 1, 1, 32, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=16"}));
+                      Case{1, 70, 290, 1, 1, 32, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=16"},
+                      // Masked blocks every row sees whole skip the mask: before the diagonal,
+                      // offset both ways, and before a ragged n_kv; FlashAttention-3's order too.
+                      Case{1, 300, 300, 2, 1, 64, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,SKIP_VISIBLE_MASKS=1"},
+                      Case{2, 150, 333, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64,SKIP_VISIBLE_MASKS=1"},
+                      Case{1, 290, 70, 1, 1, 32, true, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
+                      Case{1, 70, 200, 2, 1, 64, false, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
+                      Case{1, 150, 200, 2, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,SKIP_VISIBLE_MASKS=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -255,6 +262,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("Q_BLOCK_POINTER", 2);
   expectError("Q_BLOCK_POINTER must be 0 or 1");
   options.config->set("Q_BLOCK_POINTER", 0);
+  options.config->set("SKIP_VISIBLE_MASKS", -1);
+  expectError("SKIP_VISIBLE_MASKS must be 0 or 1");
+  options.config->set("SKIP_VISIBLE_MASKS", 1);
   options.config->set("PERSISTENT", 2);
   expectError("PERSISTENT must be 0 or 1");
   options.config->set("PERSISTENT", 0);
