@@ -66,8 +66,8 @@ template <typename T> Kernel forward() {
       const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
       // With SKIP_VISIBLE_MASKS a masked-loop block that every row sees whole skips the mask:
       // the block before the causal diagonal of every other query block where the unmasked loop
-      // steps by 2 x MASKED_BLOCK_N, and blocks before a ragged n_kv. The mask is a third of a
-      // masked block's instructions (H200 SASS, d = 64: compare, add and select a score).
+      // steps by 2 x MASKED_BLOCK_N, and blocks before a ragged n_kv. The mask is over a quarter
+      // of a masked block's instructions (sm_90a SASS, d = 64: compare, add and select a score).
       const bool skip_visible = cfg.get("SKIP_VISIBLE_MASKS", 0) != 0;
       if (overlap)
         softmax.defer(bn, T::dtype);
