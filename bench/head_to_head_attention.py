@@ -8,9 +8,11 @@ Each protocol runs three rounds; the median round counts, so that neither side p
 the heat the other left. The forward, or with the argument "bwd" the backward alone (tessera's
 with dQ added in the dK/dV pass, deterministic=False; cuDNN's through autograd, the forward's
 outputs kept). JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and D:N pairs
-(e.g. 64:4096) keep only those.
+(e.g. 64:4096) keep only those. Where tessera tunes, its trials and pick go to stderr
+(TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it.
     PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096]"""
 import json
+import os
 import statistics
 import sys
 
@@ -68,6 +70,7 @@ def cases(args):
 
 
 def main():
+    os.environ.setdefault("TESSERA_AUTOTUNE_VERBOSE", "1")
     out = open(sys.argv[1], "a")
     gpu = torch.cuda.get_device_name()
     print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} mode {'protocol':9s} {'tessera':>8s} {'cudnn':>8s} "
