@@ -94,7 +94,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     warps = static_cast<int>(knob("num_warps", warps));
     stages = static_cast<int>(knob("num_stages", stages));
     if (knob("invariant_operands_in_shared", 0))
-      func->setAttr("tile.invariant_operands_in_shared", mlir::UnitAttr::get(module->getContext()));
+      func->setAttr(tile::kInvariantOperandsInSharedAttrName, mlir::UnitAttr::get(module->getContext()));
     wgmmaKnob = knob("wgmma", wgmmaKnob);
     tmaKnob = knob("tma", tmaKnob);
     specializeKnob = knob("warp_specialize", specializeKnob);

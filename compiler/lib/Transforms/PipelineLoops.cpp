@@ -415,7 +415,7 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
   // A row (the backward's LSE) is read where it is used: it takes registers from there only;
   // so is a tile used in inner loops where the kernel keeps such operands in shared memory (a
   // persistent kernel's Q).
-  const bool inShared = loop->getParentOfType<func::FuncOp>()->hasAttr("tile.invariant_operands_in_shared");
+  const bool inShared = loop->getParentOfType<func::FuncOp>()->hasAttr(kInvariantOperandsInSharedAttrName);
   if (ring)
     for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers)) {
       bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
@@ -664,7 +664,7 @@ private:
     TmaLoadOp::create(b, loc, map, hoist(b, load.getPtr(), top, hoisted, active), stage, zero, barrier, active);
     OpBuilder at(load);
     WaitBarrierOp::create(at, loc, barrier, zero, zero, /*sync=*/false);
-    const bool inShared = func->hasAttr("tile.invariant_operands_in_shared");
+    const bool inShared = func->hasAttr(kInvariantOperandsInSharedAttrName);
     for (OpOperand &use : llvm::make_early_inc_range(operand->getUses())) {
       bool inLoop = use.getOwner()->getParentOfType<scf::ForOp>() != nullptr;
       OpBuilder reader = inShared && inLoop ? OpBuilder(use.getOwner()) : at;
@@ -755,7 +755,7 @@ struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipeline
   using TilePipelineLoopsBase::TilePipelineLoopsBase;
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) {
-      if (func->hasAttr("tile.invariant_operands_in_shared"))
+      if (func->hasAttr(kInvariantOperandsInSharedAttrName))
         stageInvariantOperands(func);
       auto attr = func->getAttrOfType<IntegerAttr>("tile.num_stages");
       int64_t stages = attr ? attr.getInt() : 3;

@@ -79,6 +79,9 @@ inline constexpr llvm::StringLiteral kProducerWarpsAttrName = "tile.producer_war
 /// Function attribute: tile-pipeline-loops gave a load outside loops a stage of its own
 /// (stage-outside-loops), shared memory the kernel could do without.
 inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_outside_loops";
+/// Function attribute: loop-invariant dot operands stay in shared memory, each dot reading
+/// them there (config knob invariant_operands_in_shared; tile-pipeline-loops).
+inline constexpr llvm::StringLiteral kInvariantOperandsInSharedAttrName = "tile.invariant_operands_in_shared";
 /// Function attribute: ping-pong between the two consumer warpgroups was asked for (config
 /// knob ping_pong; tile-ping-pong).
 inline constexpr llvm::StringLiteral kPingPongAttrName = "tile.ping_pong";
