@@ -308,6 +308,11 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // the diagonal; SKIP_VISIBLE_MASKS skips its mask: causal 0.691 ms against 0.694, persistent
   // 0.681 against 0.690 (f16, N = 4096); bf16 N = 8192 1.220 against 1.226, persistent 1.230
   // against 1.237. Without the causal mask it cost 2-3% (ptxas schedules the loops differently).
+  // cuDNN's d = 64 kernel (64 x 128 scores a warpgroup) takes its turns at the exponentials, not
+  // the products (ncu's SASS); so does ping_pong = 2. On 128 x 128 blocks it beats turns at the
+  // dots by 3-6% (f16 N = 4096 1.300 ms against 1.374, causal 0.728 against 0.746; bf16 N = 8192
+  // 2.469 against 2.611), but those stay slower than the 128 x 256 blocks with turns at the dots
+  // (1.205, causal 0.682), on which it loses 4-6% (1.252 against 1.201), and 20% at d = 128.
   // The d = 128 blocks of 128 x 128 store O through shared memory (staged_stores): from the
   // accumulator's layout each thread would store 4 bytes at a time, 32 stores of a third
   // wasted sectors (ncu). Staged, the ping-pong takes 0.916 ms against 0.953, without it

@@ -141,21 +141,24 @@ TEST_F(GpuTest, AttentionForwardEveryTunedConfig) {
       }
 }
 
-// FlashAttention-3's ping-pong (config knob ping_pong) on every config of the space it applies
-// to (warp-specialized, two consumer warpgroups), ragged and causal: the warpgroups' turns
-// must pair up in every loop, the masked one too, and leave the results as they were.
+// Ping-pong (config knob ping_pong: turns at the dots, FlashAttention-3's, or at the
+// exponentials) on every config of the space it applies to (warp-specialized, two consumer
+// warpgroups), ragged and causal: the warpgroups' turns must pair up in every loop, the masked
+// one too, and leave the results as they were.
 TEST_F(GpuTest, AttentionForwardPingPong) {
   int tried = 0;
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
-      for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
-        if (!kernels::ping_pong_applies(config) || config.get("ping_pong", 0))
-          continue; // (the space's ping-pong configs are their twins' with the knob set)
-        config.set("ping_pong", 1);
-        SCOPED_TRACE(config.str());
-        checkCase({2, 300, 1333, 2, 1, d, causal, DType::f16, false}, config);
-        ++tried;
-      }
+      for (const dsl::Config &config : kernels::attention_forward_configs(d, causal))
+        for (int64_t turns : {1, 2}) {
+          if (!kernels::ping_pong_applies(config) || config.get("ping_pong", 0) == turns)
+            continue; // (EveryTunedConfig runs the space's own)
+          dsl::Config turning = config;
+          turning.set("ping_pong", turns);
+          SCOPED_TRACE(turning.str());
+          checkCase({2, 300, 1333, 2, 1, d, causal, DType::f16, false}, turning);
+          ++tried;
+        }
   EXPECT_GT(tried, 0) << "no config of the space has two consumer warpgroups";
 }
 

@@ -103,9 +103,11 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"wgmma", 2, "wgmma must be 0 or 1, got 2"},
                                       {"tma", -1, "tma must be 0 or 1, got -1"},
                                       {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"},
-                                      {"ping_pong", 2, "ping_pong must be 0 or 1, got 2"},
+                                      {"ping_pong", 3, "ping_pong must be 0, 1 (turns at the dots) or 2 (at the exponentials), got 3"},
                                       {"staged_stores", 2, "staged_stores must be 0 or 1, got 2"},
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
+                                                       "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
+                                      {"ping_pong", 2, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"programs_per_sm", 0, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 0"},
                                       {"programs_per_sm", 17, "programs_per_sm must be from 1 to 16 (an SM runs 64 warps, a program 4), got 17"}}) {

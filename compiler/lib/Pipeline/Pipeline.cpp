@@ -77,7 +77,8 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
-/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma), staged_stores
+/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma, 1, or at their
+/// exponentials, 2), staged_stores
 /// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
 /// fits) and programs_per_sm (default 1: how many programs' registers an SM holds at once) on
 /// the kernel, checked.
@@ -108,8 +109,10 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     if (target.major == 9 && tmaKnob == 1 && specializeKnob == 1) {
       func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
       producerWarps = tile::kProducerWarps;
-      if (pingPongKnob == 1)
-        func->setAttr(tile::kPingPongAttrName, mlir::UnitAttr::get(module->getContext()));
+      if (pingPongKnob != 0)
+        func->setAttr(tile::kPingPongAttrName, mlir::StringAttr::get(module->getContext(), pingPongKnob == 1
+                                                                                          ? tile::kPingPongAtDots
+                                                                                          : tile::kPingPongAtExponentials));
     }
     if (target.major == 9 && stagedKnob == 1)
       func->setAttr(tile::kStagedStoresAttrName, mlir::UnitAttr::get(module->getContext()));
@@ -127,11 +130,12 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': tma must be 0 or 1, got " + std::to_string(tmaKnob));
   if (specializeKnob != 0 && specializeKnob != 1)
     throw Error("kernel '" + kernel + "': warp_specialize must be 0 or 1, got " + std::to_string(specializeKnob));
-  if (pingPongKnob != 0 && pingPongKnob != 1)
-    throw Error("kernel '" + kernel + "': ping_pong must be 0 or 1, got " + std::to_string(pingPongKnob));
+  if (pingPongKnob < 0 || pingPongKnob > 2)
+    throw Error("kernel '" + kernel + "': ping_pong must be 0, 1 (turns at the dots) or 2 (at the exponentials), got " +
+                std::to_string(pingPongKnob));
   if (stagedKnob != 0 && stagedKnob != 1)
     throw Error("kernel '" + kernel + "': staged_stores must be 0 or 1, got " + std::to_string(stagedKnob));
-  if (pingPongKnob == 1 && (specializeKnob != 1 || warps != 8))
+  if (pingPongKnob != 0 && (specializeKnob != 1 || warps != 8))
     throw Error("kernel '" + kernel + "': ping_pong needs warp_specialize = 1 and num_warps = 8 (two consumer "
                 "warpgroups), got warp_specialize = " + std::to_string(specializeKnob) + ", num_warps = " +
                 std::to_string(warps));

@@ -1,9 +1,10 @@
 // tile-ping-pong: the two consumer warpgroups of a warp-specialized kernel take turns at
-// issuing their wgmma (see Passes.td).
+// issuing their wgmma or at their exponentials (see Passes.td).
 #include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace tessera {
@@ -36,10 +37,20 @@ bool mayWaitForOtherWarps(Operation &op) {
          op.hasAttr("tile.smem_offset");
 }
 
-/// Brackets the async dots `body` issues before its first dot wait with a take and a pass,
-/// unless something between them may wait for the other warpgroup, which would be waiting for
-/// its turn.
-void takeTurns(Block &body) {
+/// Brackets [first, last] of a block with a take and a pass, unless something in between may
+/// wait for the other warpgroup, which would be waiting for its turn.
+void bracket(Operation *first, Operation *last) {
+  for (Operation *op = first; op != last; op = op->getNextNode())
+    if (mayWaitForOtherWarps(*op))
+      return;
+  OpBuilder b(first);
+  WarpgroupTurnOp::create(b, first->getLoc(), TurnKind::take);
+  b.setInsertionPointAfter(last);
+  WarpgroupTurnOp::create(b, last->getLoc(), TurnKind::pass);
+}
+
+/// Turns at the dots: the async dots `body` issues before its first dot wait.
+void takeTurnsAtDots(Block &body) {
   Operation *first = nullptr, *last = nullptr;
   for (Operation &op : body) {
     if (isa<DotWaitOp>(op))
@@ -49,15 +60,29 @@ void takeTurns(Block &body) {
       last = &op;
     }
   }
+  if (first)
+    bracket(first, last);
+}
+
+/// Turns at the exponentials: from the first of `body` (the softmax's, on the multi-function
+/// unit that both warpgroups' warps of an SM sub-partition share) to the first async dot after
+/// its last (P @ V), or that exponential. ptxas moves arithmetic past a bar.arrive, not past a
+/// wgmma: passing the turn after the product that reads them keeps the exponentials inside.
+void takeTurnsAtExponentials(Block &body) {
+  Operation *first = nullptr, *last = nullptr;
+  for (Operation &op : body)
+    if (isa<math::Exp2Op, math::ExpOp>(op)) {
+      first = first ? first : &op;
+      last = &op;
+    }
   if (!first)
     return;
-  for (Operation *op = first; op != last; op = op->getNextNode())
-    if (mayWaitForOtherWarps(*op))
-      return;
-  OpBuilder b(first);
-  WarpgroupTurnOp::create(b, first->getLoc(), TurnKind::take);
-  b.setInsertionPointAfter(last);
-  WarpgroupTurnOp::create(b, last->getLoc(), TurnKind::pass);
+  for (Operation *op = last->getNextNode(); op; op = op->getNextNode())
+    if (isAsyncDot(op)) {
+      last = op;
+      break;
+    }
+  bracket(first, last);
 }
 
 struct TilePingPongPass : tessera::impl::TilePingPongBase<TilePingPongPass> {
@@ -73,7 +98,18 @@ struct TilePingPongPass : tessera::impl::TilePingPongBase<TilePingPongPass> {
         func.emitError() << "ping_pong: needs two consumer warpgroups (num_warps = 8)";
         return signalPassFailure();
       }
-      consumers->walk([](scf::ForOp loop) { takeTurns(*loop.getBody()); });
+      auto over = func->getAttrOfType<StringAttr>(kPingPongAttrName);
+      if (!over || (over != kPingPongAtDots && over != kPingPongAtExponentials)) {
+        func.emitError() << "ping_pong: takes turns at \"" << kPingPongAtDots << "\" or \""
+                         << kPingPongAtExponentials << "\"";
+        return signalPassFailure();
+      }
+      consumers->walk([&](scf::ForOp loop) {
+        if (over == kPingPongAtDots)
+          takeTurnsAtDots(*loop.getBody());
+        else
+          takeTurnsAtExponentials(*loop.getBody());
+      });
       // After the consumers' register increase, which opens their block.
       auto at = llvm::find_if(*consumers, [](Operation &op) { return !isa<SetMaxRegistersOp>(op); });
       OpBuilder b(consumers, at);

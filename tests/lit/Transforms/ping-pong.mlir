@@ -27,7 +27,7 @@
 // CHECK-NOT: tile.warpgroup_turn
 // CHECK: return
 func.func @forward_loop(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf32, #mma>
-    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong, tile.warpgroup_mma} {
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "dots", tile.warpgroup_mma} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
@@ -77,7 +77,7 @@ func.func @forward_loop(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf
 // CHECK-NOT: tile.warpgroup_turn
 // CHECK: return
 func.func @store_between_dots(%n: i32)
-    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong, tile.warpgroup_mma} {
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "dots", tile.warpgroup_mma} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
@@ -106,7 +106,7 @@ func.func @store_between_dots(%n: i32)
 
 // Four consumer warps are one warpgroup: nobody to take turns with.
 // expected-error@+1 {{ping_pong: needs two consumer warpgroups (num_warps = 8)}}
-func.func @one_warpgroup() attributes {tile.kernel, tile.num_warps = 4 : i32, tile.producer_warps = 4 : i32, tile.ping_pong} {
+func.func @one_warpgroup() attributes {tile.kernel, tile.num_warps = 4 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "dots"} {
   %producer = tile.in_producer_warps
   scf.if %producer {
   } else {
@@ -119,6 +119,77 @@ func.func @one_warpgroup() attributes {tile.kernel, tile.num_warps = 4 : i32, ti
 // Without TMA loads tile-specialize-warps left the kernel's warps as they were: no turns.
 // CHECK-LABEL: func.func @not_specialized
 // CHECK-NOT: tile.warpgroup_turn
-func.func @not_specialized() attributes {tile.kernel, tile.num_warps = 8 : i32, tile.ping_pong} {
+func.func @not_specialized() attributes {tile.kernel, tile.num_warps = 8 : i32, tile.ping_pong = "dots"} {
+  return
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// Turns at the exponentials: each iteration takes the turn before its first exponential (the
+// rescale's) and passes it after the product that reads its last (the probabilities', P @ V);
+// the scores' product and the row maximum run outside the turn.
+// CHECK-LABEL: func.func @softmax_turns
+// CHECK: tile.warpgroup_turn first
+// CHECK: scf.for
+// CHECK: = tile.dot %
+// CHECK: tile.dot_wait
+// CHECK: tile.reduce
+// CHECK-NOT: tile.warpgroup_turn
+// CHECK: tile.warpgroup_turn take
+// CHECK-NEXT: math.exp2
+// CHECK-NEXT: arith.subf
+// CHECK-NEXT: math.exp2
+// CHECK-NOT: tile.warpgroup_turn
+// CHECK: = tile.dot %
+// CHECK-NEXT: tile.warpgroup_turn pass
+// CHECK-NEXT: tile.dot_wait
+// CHECK: scf.yield
+// CHECK-NOT: tile.warpgroup_turn
+// CHECK: return
+func.func @softmax_turns(%n: i32, %v0: tensor<64x64xf16, #b>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "exponentials", tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %m0 = arith.constant dense<0.0> : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %producer = tile.in_producer_warps
+  scf.if %producer {
+  } else {
+    %loop:2 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %m = %m0)
+        -> (tensor<128x64xf32, #mma>, tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>) : i32 {
+      %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+      %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+      %s = tile.dot %qs, %kt, %zero {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+      %sw = tile.dot_wait %s : tensor<128x64xf32, #mma> {pending = 0 : i32}
+      %rowmax = tile.reduce max %sw {axis = 1 : i32} : tensor<128x64xf32, #mma> -> tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+      %mnew = arith.maximumf %m, %rowmax : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+      %dm = arith.subf %m, %mnew : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+      %alpha = math.exp2 %dm : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+      %shifted = arith.subf %sw, %zero : tensor<128x64xf32, #mma>
+      %p = math.exp2 %shifted : tensor<128x64xf32, #mma>
+      %ph = arith.truncf %p : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+      %pa = tile.convert_layout %ph : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+      %o = tile.dot %pa, %v0, %acc {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+      %ow = tile.dot_wait %o : tensor<128x64xf32, #mma> {pending = 0 : i32}
+      scf.yield %ow, %mnew : tensor<128x64xf32, #mma>, tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>
+    }
+  }
+  return
+}
+
+// -----
+
+// expected-error@+1 {{ping_pong: takes turns at "dots" or "exponentials"}}
+func.func @turns_at_what() attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "loads"} {
+  %producer = tile.in_producer_warps
+  scf.if %producer {
+  } else {
+  }
   return
 }

@@ -197,19 +197,24 @@ def TileSpecializeWarps : Pass<"tile-specialize-warps", "mlir::ModuleOp"> {
 }
 
 def TilePingPong : Pass<"tile-ping-pong", "mlir::ModuleOp"> {
-  let summary = "The two consumer warpgroups take turns at issuing their wgmma (tile.ping_pong)";
+  let summary = "The two consumer warpgroups take turns at their wgmma or their exponentials (tile.ping_pong)";
   let description = [{
     For kernels with `tile.ping_pong` that tile-specialize-warps split (those with TMA loads;
-    others keep their warps and are left alone), whose consumers must be two warpgroups:
-    FlashAttention-3's ping-pong schedule. In every loop of the consumers
-    whose body issues async dots, a warpgroup waits for its turn (`tile.warpgroup_turn take`)
-    before the body's first async dot and passes it (`pass`) after the last one issued before
-    the body's first dot wait; `first`, at the consumers' start, gives warpgroup 0 the first
-    turn. One warpgroup's products then run while the other computes on its last results
-    (FlashAttention's softmax). Both warpgroups run the same loops, so their turns pair up. A
-    loop with anything between those dots that may wait for all consumer warps (a barrier:
-    shared memory stores, scratch exchanges, nested regions) takes no turns: the other
-    warpgroup would be waiting for its turn.
+    others keep their warps and are left alone), whose consumers must be two warpgroups. In
+    every loop of the consumers, a warpgroup waits for its turn (`tile.warpgroup_turn take`)
+    before a span of the body and passes it (`pass`) after; `first`, at the consumers' start,
+    gives warpgroup 0 the first turn. The span, by the attribute's value:
+    - "dots", FlashAttention-3's ping-pong: from the body's first async dot to the last one
+      issued before its first dot wait. One warpgroup's products then run while the other
+      computes on its last results (FlashAttention's softmax).
+    - "exponentials", cuDNN's order: from the body's first exponential to the first async dot
+      after its last (P @ V, which reads them; ptxas moves arithmetic past a bar.arrive but not
+      past a wgmma). The warpgroups' softmaxes then take turns at the multi-function units
+      their warps share, each running while the other's products do.
+    Both warpgroups run the same loops, so their turns pair up. A loop with anything in the
+    span that may wait for all consumer warps (a barrier: shared memory stores, scratch
+    exchanges, nested regions) takes no turns: the other warpgroup would be waiting for its
+    turn.
   }];
 }
 
