@@ -120,7 +120,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     if (programsKnob > 1)
       func->setAttr(tile::kProgramsPerSmAttrName, b.getI32IntegerAttr(static_cast<int32_t>(programsKnob)));
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
-    func->setAttr("tile.num_stages", b.getI32IntegerAttr(stages));
+    func->setAttr(tile::kNumStagesAttrName, b.getI32IntegerAttr(stages));
   });
   if (stages < 1 || stages > 8)
     throw Error("kernel '" + kernel + "': num_stages must be from 1 to 8, got " + std::to_string(stages));

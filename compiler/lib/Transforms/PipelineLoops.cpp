@@ -757,7 +757,7 @@ struct TilePipelineLoopsPass : tessera::impl::TilePipelineLoopsBase<TilePipeline
     getOperation().walk([&](func::FuncOp func) {
       if (func->hasAttr(kInvariantOperandsInSharedAttrName))
         stageInvariantOperands(func);
-      auto attr = func->getAttrOfType<IntegerAttr>("tile.num_stages");
+      auto attr = func->getAttrOfType<IntegerAttr>(kNumStagesAttrName);
       int64_t stages = attr ? attr.getInt() : 3;
       if (stages < 2)
         return;

@@ -66,6 +66,9 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "tile.kernel";
 /// Function attributes: warps per program, and the shared memory it needs (bytes).
 inline constexpr llvm::StringLiteral kNumWarpsAttrName = "tile.num_warps";
 inline constexpr llvm::StringLiteral kSharedMemoryAttrName = "tile.shared_memory";
+/// Function attribute: how many stages a pipelined loop's loads fill ahead (config knob
+/// num_stages; tile-pipeline-loops).
+inline constexpr llvm::StringLiteral kNumStagesAttrName = "tile.num_stages";
 /// Function attribute: the target has Hopper's warpgroup MMA (wgmma) and the kernel may use it.
 inline constexpr llvm::StringLiteral kWarpgroupMmaAttrName = "tile.warpgroup_mma";
 /// Function attribute: the target has Hopper's tensor memory accelerator and the kernel may
