@@ -47,9 +47,8 @@ struct OnlineSoftmax {
     using namespace tessera::dsl;
     Tile alpha, p = fold(scores, scale, alpha);
     Tile v = load_v();
-    Tile operand = p.to(v.dtype());
-    add_sums_by_dot(v.dtype() == DType::f16 ? operand : p, alpha);
-    acc = dot(operand, v, acc * expand_dims(alpha, 1));
+    add_sums_by_dot(p, alpha);
+    acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
   }
 
   /// FlashAttention-3's order, for Hopper's asynchronous wgmma: each block's P @ V is issued
@@ -67,7 +66,7 @@ struct OnlineSoftmax {
     // rescaling could save) made the H200's d = 128 forward only 1.5% faster.
     acc = acc * dsl::expand_dims(alpha, 1);
     pending_p = p.to(pending_p.dtype());
-    add_sums_by_dot(pending_p.dtype() == dsl::DType::f16 ? pending_p : p, alpha);
+    add_sums_by_dot(p, alpha);
   }
 
   /// exp2(x * scale - shift), the multiply fused into the subtraction's FMA; exp2(x - shift)
@@ -105,12 +104,12 @@ private:
     row_max = new_max;
     return p;
   }
-  /// With sums_by_dot, P's rows (in f16) added to the rescaled sums.
+  /// With sums_by_dot, P's rows (f32 P taken to f16: where P @ V's operand is f16, CSE makes
+  /// it that one) added to the rescaled sums.
   void add_sums_by_dot(const dsl::Tile &p, const dsl::Tile &alpha) {
-    if (row_sums.is_null())
-      return;
-    dsl::Tile half = p.to(dsl::DType::f16);
-    row_sums = dsl::dot(half, dsl::full({p.shape()[1], 16}, 1.0, dsl::DType::f16), row_sums * dsl::expand_dims(alpha, 1));
+    if (!row_sums.is_null())
+      row_sums = dsl::dot(p.to(dsl::DType::f16), dsl::full({p.shape()[1], 16}, 1.0, dsl::DType::f16),
+                          row_sums * dsl::expand_dims(alpha, 1));
   }
   dsl::Tile total() const { return row_sums.is_null() ? row_sum : dsl::max(row_sums, 1); }
   dsl::Tile safe_sum() const { return dsl::where(total() == 0.0, 1.0, total()); }
