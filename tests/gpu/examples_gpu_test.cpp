@@ -2,6 +2,7 @@
 // CPU loop), with random inputs, ragged sizes and outputs poisoned before every run.
 #include "gpu_util.h"
 
+#include "tessera/compiler/Exp2Polynomial.h"
 #include "tessera/jit/Autotune.h"
 #include "tessera/jit/Cache.h"
 
@@ -359,6 +360,65 @@ TEST_F(GpuTest, BlockPointersTransReshapeAndBranches) {
     for (int c = 64; c < N; ++c)
       ASSERT_TRUE(isPoison(stored[r * N + c])) << "written outside the block at " << r << "," << c;
 }
+
+// --- exponentials on the FMA pipe --------------------------------------------------------------
+
+// Config knob exp2_on_fma: that many of every 8 exponentials of a thread by the polynomial on
+// the FMA pipe. Over the whole range (and its edges, which both pipes give as ex2.approx.ftz
+// does) each result is within the polynomial's bound of 2^x. The second half of the inputs
+// are points where the polynomial is at least 2e-5 off, 40 times ex2.approx's error: there
+// each result is either the host model's bits (the FMA pipe) or ex2.approx's, and the FMA
+// pipe's share is the one asked for.
+class Exp2OnFma : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(Exp2OnFma, SharesOfThePolynomialWithinItsBound) {
+  namespace poly = compiler::exp2_polynomial;
+  const int eighths = GetParam(), n = 1 << 17, half = n / 2;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = random_floats(half, 11, -130, 130);
+  const std::vector<float> edges{-inf, -1e30f, -127, -126.5f, 0, 1, -1, 127.9f, 128, 1e30f, inf, nan};
+  for (size_t i = 0; i < edges.size(); ++i)
+    x[i * 9] = edges[i]; // spread over the registers
+  for (float candidate : random_floats(4 * half, 12, -20, 20))
+    if (x.size() < size_t(n) && std::abs(poly::evaluate(candidate) / std::exp2(double(candidate)) - 1) >= 2e-5)
+      x.push_back(candidate);
+  ASSERT_EQ(x.size(), size_t(n));
+  Kernel k = kernel("exp2_tile", [](Ptr<f32> in, Ptr<f32> out, Int count, const Config &cfg) {
+    Tile offsets = program_id(0) * cfg["BLOCK"] + arange(0, cfg["BLOCK"]);
+    Tile mask = offsets < count;
+    store(out + offsets, exp2(load(in + offsets, mask)), mask);
+  });
+  auto din = upload(x);
+  auto out = poisoned(n * 4);
+  k.launch({static_cast<uint32_t>(cdiv(n, 1024))}, {{"BLOCK", 1024}, {"exp2_on_fma", eighths}}, din.data(), out.data(), n);
+  jit::synchronize();
+  auto got = download<float>(out, n);
+  int onFma = 0, bad = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_FALSE(isPoison(got[i])) << "not written at " << i;
+    const double want = std::exp2(double(x[i]));
+    const float model = poly::evaluate(x[i]);
+    bool ok;
+    if (std::isnan(x[i]))
+      ok = std::isnan(got[i]);
+    else if (want < std::ldexp(1.0, -126))
+      ok = got[i] == 0; // flushed, on both pipes
+    else if (want > std::numeric_limits<float>::max())
+      ok = got[i] == inf;
+    else if (i < half)
+      ok = std::abs(got[i] / want - 1) <= poly::kMaxRelativeError;
+    else if (std::memcmp(&got[i], &model, 4) == 0)
+      ok = true, ++onFma;
+    else
+      ok = std::abs(got[i] / want - 1) <= 5e-7; // ex2.approx
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << "exp2(" << x[i] << ") = " << got[i] << ", want " << want << " (the polynomial's " << model << ")";
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(onFma, (n - half) * eighths / 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Eighths, Exp2OnFma, ::testing::Values(0, 1, 3, 8));
 
 // --- device printing, the disk cache --------------------------------------------------------
 

@@ -105,6 +105,8 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"},
                                       {"ping_pong", 3, "ping_pong must be 0, 1 (turns at the dots) or 2 (at the exponentials), got 3"},
                                       {"staged_stores", 2, "staged_stores must be 0 or 1, got 2"},
+                                      {"exp2_on_fma", 9, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got 9"},
+                                      {"exp2_on_fma", -1, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got -1"},
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"ping_pong", 2, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "

@@ -75,6 +75,54 @@ func.func @row_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.ke
 
 // -----
 
+#b = #tile.blocked<sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
+
+// With tile.exp2_on_fma = 2, registers 0 and 4 of a thread's 8 take exp2 by the polynomial on
+// the FMA pipe (clamp, floor by adding 1.5 * 2^23 rounding down, Horner, times 2^j built as bits); the
+// others stay on ex2.approx. Without the attribute, all are ex2.approx.
+// CHECK-LABEL: llvm.func @exp2_on_fma
+// CHECK: %[[LOW:.*]] = llvm.intr.maximum(%{{.*}}, %{{.*}})
+// CHECK: %[[X:.*]] = llvm.intr.minimum(%[[LOW]], %{{.*}})
+// CHECK: %[[SHIFTED:.*]] = llvm.inline_asm asm_dialect = att "add.rm.f32 $0, $1, $2;", "=f,f,f" %[[X]], %{{.*}}
+// CHECK: %[[ROUNDED:.*]] = llvm.fsub %[[SHIFTED]], %{{.*}} : f32
+// CHECK: %[[F:.*]] = llvm.fsub %[[X]], %[[ROUNDED]] : f32
+// CHECK: %[[P3:.*]] = llvm.intr.fma(%{{.*}}, %[[F]], %{{.*}})
+// CHECK: %[[P2:.*]] = llvm.intr.fma(%[[P3]], %[[F]], %{{.*}})
+// CHECK: %[[P:.*]] = llvm.intr.fma(%[[P2]], %[[F]], %{{.*}})
+// CHECK: %[[SHIFTED_BITS:.*]] = llvm.bitcast %[[SHIFTED]] : f32 to i32
+// CHECK: %[[EXPONENT:.*]] = llvm.shl %[[SHIFTED_BITS]], %{{.*}} : i32
+// CHECK: %[[SCALE_BITS:.*]] = llvm.add %[[EXPONENT]], %{{.*}} : i32
+// CHECK: %[[SCALE:.*]] = llvm.bitcast %[[SCALE_BITS]] : i32 to f32
+// CHECK: llvm.fmul %[[P]], %[[SCALE]] : f32
+// CHECK-COUNT-3: ex2.approx.ftz.f32
+// CHECK-NOT: ex2.approx
+// CHECK: llvm.intr.maximum
+// CHECK-COUNT-3: ex2.approx.ftz.f32
+// CHECK-NOT: llvm.intr.maximum
+// CHECK-LABEL: llvm.func @exp2_on_mufu
+// CHECK-COUNT-8: ex2.approx.ftz.f32
+// CHECK-NOT: llvm.intr.maximum
+func.func @exp2_on_fma(%x: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64, tile.exp2_on_fma = 2 : i32} {
+  %r = tile.make_range 0 to 256 : tensor<256xi32, #b>
+  %xs = tile.splat %x : !tile.ptr<f32> -> tensor<256x!tile.ptr<f32>, #b>
+  %xp = tile.addptr %xs, %r : tensor<256x!tile.ptr<f32>, #b>, tensor<256xi32, #b>
+  %v = tile.load %xp : tensor<256x!tile.ptr<f32>, #b>
+  %e = math.exp2 %v : tensor<256xf32, #b>
+  tile.store %xp, %e : tensor<256x!tile.ptr<f32>, #b>
+  return
+}
+func.func @exp2_on_mufu(%x: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %r = tile.make_range 0 to 256 : tensor<256xi32, #b>
+  %xs = tile.splat %x : !tile.ptr<f32> -> tensor<256x!tile.ptr<f32>, #b>
+  %xp = tile.addptr %xs, %r : tensor<256x!tile.ptr<f32>, #b>, tensor<256xi32, #b>
+  %v = tile.load %xp : tensor<256x!tile.ptr<f32>, #b>
+  %e = math.exp2 %v : tensor<256xf32, #b>
+  tile.store %xp, %e : tensor<256x!tile.ptr<f32>, #b>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // Device printing goes through vprintf, one line per register: the program, the element's

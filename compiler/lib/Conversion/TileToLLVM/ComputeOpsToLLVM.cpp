@@ -2,7 +2,11 @@
 // ops and layout conversions, reductions, the CUDA-core dot and grid queries.
 #include "Utility.h"
 
+#include "tessera/compiler/Exp2Polynomial.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <map>
@@ -92,6 +96,58 @@ struct ElementwiseLowering : ConversionPattern {
       results.push_back(rewriter.create(state)->getResult(0));
     }
     rewriter.replaceOp(op, pack(rewriter, loc, structType, results));
+    return success();
+  }
+};
+
+/// 2^x of an f32 register on the FMA and integer pipes (exp2_polynomial.h has the arithmetic
+/// and its error).
+Value polynomialExp2(OpBuilder &b, Location loc, Value x) {
+  namespace poly = tessera::compiler::exp2_polynomial;
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto constant = [&](float value) { return LLVM::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(value)); };
+  // NaN-propagating clamps (min.NaN / max.NaN): NaN stays NaN through the multiply below.
+  x = LLVM::MinimumOp::create(b, loc, LLVM::MaximumOp::create(b, loc, x, constant(poly::kLowest)),
+                              constant(poly::kHighest));
+  Value shifted = ptx(b, loc, f32, "add.rm.f32 $0, $1, $2;", "=f,f,f", {x, constant(poly::kShift)}, false);
+  Value f = LLVM::FSubOp::create(b, loc, x, LLVM::FSubOp::create(b, loc, shifted, constant(poly::kShift)));
+  Value p = constant(poly::kC3);
+  for (float c : {poly::kC2, poly::kC1, 1.0f})
+    p = LLVM::FMAOp::create(b, loc, p, f, constant(c));
+  Value exponent = LLVM::ShlOp::create(b, loc, LLVM::BitcastOp::create(b, loc, i32, shifted),
+                                       i32Constant(b, loc, poly::kMantissaBits));
+  Value scaleBits = LLVM::AddOp::create(b, loc, exponent, i32Constant(b, loc, static_cast<int32_t>(poly::kOneBits)));
+  return LLVM::FMulOp::create(b, loc, p, LLVM::BitcastOp::create(b, loc, f32, scaleBits));
+}
+
+/// exp2 and exp of f32 tiles in kernels with tile.exp2_on_fma = n: n of every 8 registers on
+/// the FMA pipe (polynomialExp2), the others the scalar op (ex2.approx, on the multi-function
+/// unit, which computes 16 a clock an SM against 128 FMAs): where a softmax waits on that
+/// unit, both pipes share its exponentials.
+template <typename MathOp, bool NaturalBase> struct SplitExponentialLowering : ConvertOpToLLVMPattern<MathOp> {
+  SplitExponentialLowering(const LLVMTypeConverter &converter)
+      : ConvertOpToLLVMPattern<MathOp>(converter, /*benefit=*/2) {}
+  LogicalResult matchAndRewrite(MathOp op, typename MathOp::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto tensor = dyn_cast<RankedTensorType>(op.getType());
+    auto func = op->template getParentOfType<func::FuncOp>();
+    auto eighths = func ? func->template getAttrOfType<IntegerAttr>(kExp2OnFmaAttrName) : IntegerAttr();
+    if (!tensor || !tensor.getEncoding() || !tensor.getElementType().isF32() || !eighths)
+      return failure();
+    Location loc = op.getLoc();
+    Type f32 = rewriter.getF32Type();
+    Values results;
+    for (auto [index, x] : llvm::enumerate(unpack(rewriter, loc, adaptor.getOperand()))) {
+      if (!tessera::compiler::exp2_polynomial::onFma(index, eighths.getInt())) {
+        results.push_back(MathOp::create(rewriter, loc, x));
+        continue;
+      }
+      if (NaturalBase)
+        x = LLVM::FMulOp::create(rewriter, loc, x,
+                                 LLVM::ConstantOp::create(rewriter, loc, f32, rewriter.getF32FloatAttr(1.4426950408889634f)));
+      results.push_back(polynomialExp2(rewriter, loc, x));
+    }
+    rewriter.replaceOp(op, pack(rewriter, loc, this->getTypeConverter()->convertType(tensor), results));
     return success();
   }
 };
@@ -756,6 +812,7 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
                SharedLoadLowering, SharedStoreLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
+  patterns.add<SplitExponentialLowering<math::Exp2Op, false>, SplitExponentialLowering<math::ExpOp, true>>(converter);
   patterns.add<ElementwiseLowering>(converter, context);
 }
 

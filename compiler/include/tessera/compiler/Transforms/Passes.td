@@ -224,7 +224,9 @@ def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
     Every tile becomes an LLVM struct of the registers its layout gives one thread; tile ops
     become per-register LLVM, NVVM (special registers, shuffles, barriers) and predicated PTX
     memory instructions; loops carry the structs. Kernels become `llvm.func`s with
-    `nvvm.kernel` and their thread count, sharing one `.extern .shared` buffer.
+    `nvvm.kernel` and their thread count, sharing one `.extern .shared` buffer. exp2 is PTX's
+    ex2.approx; with `tile.exp2_on_fma` = n, n of every 8 registers of an f32 exp2 or exp take
+    a polynomial on the FMA pipe instead (Exp2Polynomial.h).
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::cf::ControlFlowDialect", "::mlir::gpu::GPUDialect"];

@@ -97,6 +97,10 @@ inline constexpr llvm::StringLiteral kPingPongAtExponentials = "exponentials";
 /// keeps the conversion before them, stmatrix writes it and each thread stores whole 16-byte
 /// vectors.
 inline constexpr llvm::StringLiteral kStagedStoresAttrName = "tile.staged_stores";
+/// Function attribute: how many of every 8 exponentials (f32 exp2 and exp of tiles, per
+/// thread) tile-convert-to-llvm computes by a polynomial on the FMA pipe instead of the
+/// multi-function unit (config knob exp2_on_fma; absent for 0).
+inline constexpr llvm::StringLiteral kExp2OnFmaAttrName = "tile.exp2_on_fma";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
