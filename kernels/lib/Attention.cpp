@@ -232,7 +232,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
   }
   for (const char *name :
        {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS",
-        "SKIP_VISIBLE_MASKS", "ROW_SUMS_BY_DOT"}) {
+        "SKIP_VISIBLE_MASKS"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");

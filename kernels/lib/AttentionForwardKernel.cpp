@@ -58,7 +58,7 @@ template <typename T> Kernel forward() {
           full_end = minimum(full_end, maximum((row_start + diagonal + 1) / bn * bn, 0));
       }
 
-      OnlineSoftmax softmax(bm, d, cfg.get("ROW_SUMS_BY_DOT", 0) != 0);
+      OnlineSoftmax softmax(bm, d);
       // With OVERLAP_SOFTMAX, FlashAttention-3's order: each block's P @ V is issued after the
       // next block's Q K^T, and on Hopper runs while the softmax of those scores is computed. One
       // deferral spans both loops: the unmasked loop's last product is the masked loop's first,

@@ -210,10 +210,6 @@ TEST_F(GpuTest, AttentionForwardQueriesThroughTma) {
 // on every config of the spaces, ragged and causal (the diagonal offset by n_kv - n_q).
 TEST_F(GpuTest, AttentionForwardSkipVisibleMasks) { checkSpacesWith("BLOCK_M", {{"SKIP_VISIBLE_MASKS", 1}}, 2, 1111, 4); }
 
-// P's row sums by the tensor cores (config knob ROW_SUMS_BY_DOT: P @ ones by mma.sync beside the
-// wgmma products) on every config of the d = 64 and d = 128 spaces.
-TEST_F(GpuTest, AttentionForwardRowSumsByDot) { checkSpacesWith("BLOCK_M", {{"ROW_SUMS_BY_DOT", 1}}, 2, 1111, 4); }
-
 // A share of the softmax's exponentials on the FMA pipe (compiler knob exp2_on_fma: a
 // polynomial, relative error 8.6e-5) on every config of the d = 64 and d = 128 spaces: within
 // the bars, fully masked rows still 0 and -inf.

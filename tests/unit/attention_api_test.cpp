@@ -172,13 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 150, 333, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64,SKIP_VISIBLE_MASKS=1"},
                       Case{1, 290, 70, 1, 1, 32, true, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
                       Case{1, 70, 200, 2, 1, 64, false, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
-                      Case{1, 150, 200, 2, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,SKIP_VISIBLE_MASKS=1"},
-                      // P's row sums by the tensor cores (P @ ones): rows that see no key (sum 0),
-                      // the masked and unmasked loops, FlashAttention-3's order, ragged and GQA.
-                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,ROW_SUMS_BY_DOT=1"},
-                      Case{2, 300, 113, 3, 1, 64, true, true, DType::bf16, "ROW_SUMS_BY_DOT=1"},
-                      Case{2, 113, 77, 4, 2, 96, false, true, DType::f16, "OVERLAP_SOFTMAX=1,ROW_SUMS_BY_DOT=1"},
-                      Case{1, 70, 290, 1, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,ROW_SUMS_BY_DOT=1"}));
+                      Case{1, 150, 200, 2, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,SKIP_VISIBLE_MASKS=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -271,9 +265,6 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("SKIP_VISIBLE_MASKS", -1);
   expectError("SKIP_VISIBLE_MASKS must be 0 or 1");
   options.config->set("SKIP_VISIBLE_MASKS", 1);
-  options.config->set("ROW_SUMS_BY_DOT", 2);
-  expectError("ROW_SUMS_BY_DOT must be 0 or 1");
-  options.config->set("ROW_SUMS_BY_DOT", 1);
   options.config->set("PERSISTENT", 2);
   expectError("PERSISTENT must be 0 or 1");
   options.config->set("PERSISTENT", 0);

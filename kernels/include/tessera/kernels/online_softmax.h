@@ -13,29 +13,19 @@ namespace tessera::kernels {
 
 struct OnlineSoftmax {
   static constexpr double log2e = 1.4426950408889634;
-  /// The running sums of P: row_sum [rows], or with `sums_by_dot` row_sums [rows, 16], every
-  /// column the row's sum.
-  dsl::Tile acc, row_max, row_sum, row_sums;
+  dsl::Tile acc, row_max, row_sum;
 
-  /// What the key loop carries: the above, and pending_p in the deferred order.
+  /// What the key loop carries: the three above, and pending_p in the deferred order.
   dsl::Carried state() {
-    dsl::Carried carried{acc, row_max, row_sums.is_null() ? row_sum : row_sums};
+    dsl::Carried carried{acc, row_max, row_sum};
     if (!pending_p.is_null())
       carried.push_back(pending_p);
     return carried;
   }
 
-  /// With `sums_by_dot` the tensor cores add up P's rows, P @ ones [block, 16] in f16, where
-  /// otherwise each score costs an add: a fifth of a 128 x 256 block's softmax instructions at
-  /// d = 64 (sm_90a SASS). P in f16 is P @ V's operand where that is f16; bf16's 8 bits would
-  /// put the LSE off by up to 2e-3 (the bar is 1e-3).
-  OnlineSoftmax(int64_t rows, int64_t head_dim, bool sums_by_dot = false)
-      : acc(dsl::zeros({rows, head_dim}, dsl::DType::f32)), row_max(dsl::full({rows}, -INFINITY, dsl::DType::f32)) {
-    if (sums_by_dot)
-      row_sums = dsl::zeros({rows, 16}, dsl::DType::f32);
-    else
-      row_sum = dsl::zeros({rows}, dsl::DType::f32);
-  }
+  OnlineSoftmax(int64_t rows, int64_t head_dim)
+      : acc(dsl::zeros({rows, head_dim}, dsl::DType::f32)),
+        row_max(dsl::full({rows}, -INFINITY, dsl::DType::f32)), row_sum(dsl::zeros({rows}, dsl::DType::f32)) {}
 
   /// Fold one key block: `scores` [rows, block] in log2 units once multiplied by `scale`
   /// (positive: scale*log2(e) for raw q.k, so the multiply fuses into the exponent's FMA), or
@@ -47,7 +37,6 @@ struct OnlineSoftmax {
     using namespace tessera::dsl;
     Tile alpha, p = fold(scores, scale, alpha);
     Tile v = load_v();
-    add_sums_by_dot(p, alpha);
     acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
   }
 
@@ -66,7 +55,6 @@ struct OnlineSoftmax {
     // rescaling could save) made the H200's d = 128 forward only 1.5% faster.
     acc = acc * dsl::expand_dims(alpha, 1);
     pending_p = p.to(pending_p.dtype());
-    add_sums_by_dot(p, alpha);
   }
 
   /// exp2(x * scale - shift), the multiply fused into the subtraction's FMA; exp2(x - shift)
@@ -84,7 +72,7 @@ struct OnlineSoftmax {
   /// The natural-log sum of exp of each row's (unscaled-by-log2e) scores; -inf for rows that
   /// saw no key.
   dsl::Tile lse() const {
-    return dsl::where(total() == 0.0, -INFINITY, (row_max + dsl::log2(safe_sum())) / log2e);
+    return dsl::where(row_sum == 0.0, -INFINITY, (row_max + dsl::log2(safe_sum())) / log2e);
   }
 
 private:
@@ -99,20 +87,11 @@ private:
     Tile shift = where(new_max == -INFINITY, 0.0, new_max), row_shift = expand_dims(shift, 1);
     Tile p = exp2_shifted(scores, scale, row_shift);
     alpha = exp2(row_max - shift);
-    if (row_sums.is_null())
-      row_sum = row_sum * alpha + sum(p, 1);
+    row_sum = row_sum * alpha + sum(p, 1);
     row_max = new_max;
     return p;
   }
-  /// With sums_by_dot, P's rows (f32 P taken to f16: where P @ V's operand is f16, CSE makes
-  /// it that one) added to the rescaled sums.
-  void add_sums_by_dot(const dsl::Tile &p, const dsl::Tile &alpha) {
-    if (!row_sums.is_null())
-      row_sums = dsl::dot(p.to(dsl::DType::f16), dsl::full({p.shape()[1], 16}, 1.0, dsl::DType::f16),
-                          row_sums * dsl::expand_dims(alpha, 1));
-  }
-  dsl::Tile total() const { return row_sums.is_null() ? row_sum : dsl::max(row_sums, 1); }
-  dsl::Tile safe_sum() const { return dsl::where(total() == 0.0, 1.0, total()); }
+  dsl::Tile safe_sum() const { return dsl::where(row_sum == 0.0, 1.0, row_sum); }
 };
 
 } // namespace tessera::kernels
