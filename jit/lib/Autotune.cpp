@@ -329,8 +329,11 @@ dsl::Config Autotuner::specialized(dsl::Config config, const std::vector<dsl::La
 }
 
 double Autotuner::timeOnGpu(const dsl::Config &tried, const GridFn &grid,
-                            const std::vector<dsl::LaunchArg> &args) {
-  const dsl::Config config = specialized(tried, args);
+                            const std::vector<dsl::LaunchArg> &given) {
+  const dsl::Config config = specialized(tried, given);
+  std::vector<dsl::LaunchArg> args = given;
+  if (options_.arguments)
+    options_.arguments(config, args);
   dsl::Grid g = grid(config);
   // The first launch compiles (or loads from the disk cache); failures surface here.
   auto start = Clock::now();

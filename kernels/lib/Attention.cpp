@@ -127,6 +127,20 @@ jit::GridFn blockGrid(int64_t rows, const char *block, int64_t programs) {
   };
 }
 
+/// Where the forward's arguments hold n_q, and its last, the persistent causal programs' plan.
+constexpr size_t kForwardNq = 5, kForwardSchedule = 25;
+
+/// The forward's `schedule` for `config`: the plan of its persistent causal programs (over as
+/// many tiles as the grid has programs for), else none.
+void scheduleForward(const dsl::Config &config, std::vector<dsl::LaunchArg> &args) {
+  if (!config.get("PERSISTENT", 0) || !config.get("CAUSAL", 0))
+    return;
+  const int64_t n_q = args[kForwardNq].integer(), n_kv = args[kForwardNq + 1].integer(),
+                batch_heads = args[23].integer() * args[kForwardNq + 2].integer(), head_dim = args[9].integer();
+  const int64_t programs = blockGrid(n_q, "BLOCK_M", batch_heads)(config).x;
+  args[kForwardSchedule] = detail::causal_schedule(batch_heads, n_q, n_kv, head_dim, config["BLOCK_M"], programs);
+}
+
 /// The tuning key's lengths: arguments n_q and n_kv (at `nq` and nq + 1) rounded up to powers
 /// of two, so that nearby lengths share a tuning.
 std::string lengthsKey(const std::vector<dsl::LaunchArg> &args, size_t nq) {
@@ -174,12 +188,13 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
   auto &slot = tuners[{pass, dtype, padded, causal}];
   if (!slot) {
     // Where n_q and n_kv are among the arguments.
-    const size_t n_q = !pass ? 5 : pass == BackwardPass::queries ? 7 : 8;
+    const size_t n_q = !pass ? kForwardNq : pass == BackwardPass::queries ? 7 : 8;
     jit::Autotuner::Options options;
     options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) { return lengthsKey(args, n_q); };
-    if (!pass)
+    if (!pass) {
+      options.arguments = scheduleForward;
       slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
-    else {
+    } else {
       options.specialize = [n_q](dsl::Config &config, const std::vector<dsl::LaunchArg> &args) {
         markEvenBlocks(config, args[n_q].integer(), args[n_q + 1].integer());
       };
@@ -305,6 +320,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // mask 1.276 against 1.195 (A/Bs, f16, N = 4096); bf16 N = 8192 1.216 against 1.198. So the
   // causal space has that config too (causalPersistent), and the tuner decides. At d = 128 the
   // Q ring does not make them pay: 0.923 ms against 0.911, causal 0.539 against 0.502 (12-03i).
+  // Causal persistent programs take the tiles the host plans (causal_schedule), balanced to a
+  // light tile where the static order left the busiest program 1.04x the mean work (1.14x at d
+  // = 128): f16 N = 4096 d = 64 0.673 ms against 0.688 not persistent; d = 128 0.510 against
+  // 0.507, even, so still not in that space (12-04a).
   // With 128-key masked blocks, every other query block's masked loop starts with a block before
   // the diagonal; SKIP_VISIBLE_MASKS skips its mask: causal 0.691 ms against 0.694, persistent
   // 0.681 against 0.690 (f16, N = 4096); bf16 N = 8192 1.220 against 1.226, persistent 1.230
@@ -736,13 +755,14 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
                                    heads_q / heads_kv, head_dim, q.stride(0), q.stride(1), q.stride(2),
                                    k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
                                    v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale),
-                                   batch, heads_kv};
+                                   batch, heads_kv, nullptr};
   const jit::GridFn grid = blockGrid(n_q, "BLOCK_M", batch * heads_q);
   dsl::Config config = options.config           ? *options.config
                        : interpreter::enabled() ? attention_forward_configs(padded, options.causal).front()
                                                 : tunerFor(std::nullopt, q.dtype, padded, options.causal).config_for(grid, args);
   blockPointersWhereTheTmaCopies(config, {&k, &v});
   blockPointersWhereTheTmaCopies(config, {&q}, "Q_BLOCK_POINTER"); // (only with BLOCK_POINTERS)
+  scheduleForward(config, args);
   forwardKernel(q.dtype).launch_args(stream, grid(config), config, args.data(), args.size());
 }
 

@@ -14,7 +14,7 @@ template <typename T> Kernel forward() {
                                     Int heads_q, Int group, Int head_dim, Long q_sb, Long q_sn, Long q_sh,
                                     Long k_sb, Long k_sn, Long k_sh, Long v_sb, Long v_sn, Long v_sh,
                                     Long o_sb, Long o_sn, Long o_sh, Float scale, Int batches, Int heads_kv,
-                                    const Config &cfg) {
+                                    Ptr<i32> schedule, const Config &cfg) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     // The masked loop's key blocks may be narrower (MASKED_BLOCK_N, dividing BLOCK_N): fewer
     // keys past the causal diagonal computed only to be masked.
@@ -133,14 +133,17 @@ template <typename T> Kernel forward() {
     if (cfg.get("PERSISTENT", 0) != 0) {
       // A program a slot of the SMs, taking tiles in turn: the producer loads the next tile's
       // Q and first keys and values while the consumers finish this one, and no program
-      // starts or ends between tiles. Head-major: a query-block-major causal order (the
-      // heaviest blocks of all heads first) balances the programs' work better but reads all
-      // heads' K and V at once, past L2 (H200, d = 64, N = 4096: 0.774 ms against 0.705).
+      // starts or ends between tiles. Causal tiles come from the host's plan (`schedule`),
+      // which balances the programs' work and keeps the heads they read at once in L2; the
+      // others head-major (a query-block-major causal order, the heaviest blocks of all heads
+      // first, read all heads' K and V at once, past L2: H200, d = 64, N = 4096, 0.774 ms
+      // against 0.705).
       Tile query_blocks = cdiv(n_q, bm);
-      forEachTile(query_blocks * batches * heads_q, [&](const Tile &tile) {
-        Tile rank = tile % query_blocks;
-        attend(causal ? query_blocks - 1 - rank : rank, tile / query_blocks);
-      });
+      auto attendTile = [&](const Tile &tile) { attend(tile % query_blocks, tile / query_blocks); };
+      if (causal)
+        forEachScheduledTile(schedule, attendTile);
+      else
+        forEachTile(query_blocks * batches * heads_q, attendTile);
     } else {
       // The heaviest blocks of the heads whose K and V share L2 start first, so that the light
       // ones fill the grid's tail.

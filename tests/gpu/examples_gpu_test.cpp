@@ -482,6 +482,31 @@ TEST_F(GpuTest, AutotuningRestoresInPlaceOutputsAndLaunchesOnce) {
   rmdir(dir.c_str());
 }
 
+// Arguments a config decides (Autotuner::Options::arguments, as the persistent causal
+// forward's plan): every timed launch and the final one get those of their config. Each config
+// writes the argument it got to a slot of its own; without the hook all would read -1.
+TEST_F(GpuTest, AutotuningPassesTheArgumentsEachConfigDecides) {
+  char pattern[] = "/tmp/tessera-gpu-tune-XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  Kernel echo = kernel("config_argument", [](Ptr<i32> seen, Int block, const Config &cfg) {
+    store(seen + cfg["BLOCK"] / 64, block);
+  });
+  std::vector<int32_t> slots(5, -7);
+  auto seen = upload(slots);
+  jit::Autotuner::Options options;
+  options.database = dir + "/tuning.json";
+  options.runs = 3;
+  options.arguments = [](const Config &config, std::vector<LaunchArg> &args) { args[1] = config["BLOCK"]; };
+  jit::Autotuner tuner(echo, {{{"BLOCK", 64}}, {{"BLOCK", 128}}, {{"BLOCK", 256}}}, options);
+  tuner.launch([](const Config &) { return Grid{1}; }, seen.data(), -1);
+  jit::synchronize();
+  ASSERT_TRUE(tuner.last_tuning().has_value());
+  EXPECT_EQ(download<int32_t>(seen, 5), (std::vector<int32_t>{-7, 64, 128, -7, 256}));
+  std::remove((dir + "/tuning.json").c_str());
+  std::remove((dir + "/tuning.json.lock").c_str());
+  rmdir(dir.c_str());
+}
+
 // --- matmul ----------------------------------------------------------------------------------------
 
 struct MatmulCase {

@@ -93,6 +93,10 @@ public:
     /// Settings the arguments decide (e.g. that the lengths are whole blocks), added to every
     /// config timed; whoever launches the chosen config adds them too (it is stored without).
     std::function<void(dsl::Config &, const std::vector<dsl::LaunchArg> &)> specialize;
+    /// Arguments a config decides (e.g. a persistent kernel's plan for its number of
+    /// programs), set in each timed launch's arguments; whoever launches the chosen config sets
+    /// them too.
+    std::function<void(const dsl::Config &, std::vector<dsl::LaunchArg> &)> arguments;
     /// Default timing: at least `warmup` launches back to back (as many as fill ~100 ms), then
     /// `runs` timed ones queued back to back, the median counting.
     int warmup = 3;
@@ -110,7 +114,9 @@ public:
   dsl::Config config_for(const GridFn &grid, const std::vector<dsl::LaunchArg> &args);
   template <typename... Args> void launch(const GridFn &grid, Args &&...args) {
     std::vector<dsl::LaunchArg> packed{dsl::LaunchArg(args)...};
-    dsl::Config config = config_for(grid, packed);
+    const dsl::Config config = specialized(config_for(grid, packed), packed);
+    if (options_.arguments)
+      options_.arguments(config, packed);
     kernel_.launch_args(nullptr, grid(config), config, packed.data(), packed.size());
   }
   /// The tuning this object ran last, if any (for reports).
