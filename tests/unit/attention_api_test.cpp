@@ -547,4 +547,14 @@ TEST(AttentionSchedule, EveryTileOnceBalancedChunkByChunk) {
   }
 }
 
+// More tiles than int32 numbers: an error, not a wrapped plan.
+TEST(AttentionSchedule, TooManyTilesIsAnError) {
+  try {
+    detail::plan_causal_schedule(int64_t(1) << 20, int64_t(1) << 18, int64_t(1) << 18, 64, 132, 1);
+    ADD_FAILURE() << "planned";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("4096 query blocks of 1048576 heads are more tiles than"));
+  }
+}
+
 } // namespace
