@@ -135,7 +135,6 @@ template <typename MathOp, bool NaturalBase> struct SplitExponentialLowering : C
     if (!tensor || !tensor.getEncoding() || !tensor.getElementType().isF32() || !eighths)
       return failure();
     Location loc = op.getLoc();
-    Type f32 = rewriter.getF32Type();
     Values results;
     for (auto [index, x] : llvm::enumerate(unpack(rewriter, loc, adaptor.getOperand()))) {
       if (!tessera::compiler::exp2_polynomial::onFma(index, eighths.getInt())) {
@@ -143,8 +142,7 @@ template <typename MathOp, bool NaturalBase> struct SplitExponentialLowering : C
         continue;
       }
       if (NaturalBase)
-        x = LLVM::FMulOp::create(rewriter, loc, x,
-                                 LLVM::ConstantOp::create(rewriter, loc, f32, rewriter.getF32FloatAttr(1.4426950408889634f)));
+        x = timesLog2e(rewriter, loc, x);
       results.push_back(polynomialExp2(rewriter, loc, x));
     }
     rewriter.replaceOp(op, pack(rewriter, loc, this->getTypeConverter()->convertType(tensor), results));

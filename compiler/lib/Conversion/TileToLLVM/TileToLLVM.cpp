@@ -52,8 +52,7 @@ struct FastExponential : ConvertOpToLLVMPattern<MathOp> {
     if (type != f32)
       x = LLVM::FPExtOp::create(rewriter, loc, f32, x);
     if (NaturalBase)
-      x = LLVM::FMulOp::create(rewriter, loc, x,
-                               LLVM::ConstantOp::create(rewriter, loc, f32, rewriter.getF32FloatAttr(1.4426950408889634f)));
+      x = timesLog2e(rewriter, loc, x);
     Value y = ptx(rewriter, loc, f32, "ex2.approx.ftz.f32 $0, $1;", "=f,f", {x}, false);
     if (type != f32)
       y = LLVM::FPTruncOp::create(rewriter, loc, type, y);

@@ -55,6 +55,11 @@ Value constantOf(OpBuilder &b, Location loc, Type type, int64_t value) {
   return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, value));
 }
 
+Value timesLog2e(OpBuilder &b, Location loc, Value x) {
+  return LLVM::FMulOp::create(b, loc, x,
+                              LLVM::ConstantOp::create(b, loc, b.getF32Type(), b.getF32FloatAttr(1.4426950408889634f)));
+}
+
 ThreadId threadId(OpBuilder &b, Location loc) {
   Value tid = NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
   return {LLVM::AndOp::create(b, loc, tid, i32Constant(b, loc, 31)),

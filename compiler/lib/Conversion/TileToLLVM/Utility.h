@@ -34,6 +34,9 @@ Value pack(OpBuilder &b, Location loc, Type structType, mlir::ValueRange values)
 Value i32Constant(OpBuilder &b, Location loc, int64_t value);
 Value constantOf(OpBuilder &b, Location loc, Type type, int64_t value);
 
+/// x * log2(e) for an f32 `x`: exp(x) as exp2 of it.
+Value timesLog2e(OpBuilder &b, Location loc, Value x);
+
 /// Thread index within the CTA, its lane and its warp.
 struct ThreadId {
   Value lane, warp;
