@@ -190,7 +190,14 @@ private:
                 op->getName().getStringRef().str() + ": " + message);
   }
 
-  Tensor &get(Value v) { return env_[v]; }
+  /// The value of `v`, which an op before has defined. Never inserts: an insertion may grow
+  /// env_ and move every Tensor, which a reference held by the caller would not survive.
+  Tensor &get(Value v) {
+    auto it = env_.find(v);
+    if (it == env_.end())
+      fail(v.getParentBlock()->getParentOp(), "a value used before the interpreter defined it");
+    return it->second;
+  }
 
   Tensor like(Value result, bool floats) {
     Tensor t;
@@ -306,8 +313,11 @@ private:
     for (Operation &op : block.without_terminator())
       runOp(&op);
     auto yield = cast<scf::YieldOp>(block.getTerminator());
-    for (auto [result, value] : llvm::zip(branch.getResults(), yield.getOperands()))
-      env_[result] = get(value);
+    // Copied out first: env_[result] may grow the map and move the yielded value.
+    for (auto [result, value] : llvm::zip(branch.getResults(), yield.getOperands())) {
+      Tensor yielded = get(value);
+      env_[result] = std::move(yielded);
+    }
   }
 
   bool runTileOp(Operation *op);
