@@ -171,15 +171,20 @@ MatrixLane matrixLane(OpBuilder &b, Location loc) {
           LLVM::LShrOp::create(b, loc, matrix, i32Constant(b, loc, 1))};
 }
 
+/// loadDotOperand's kStep for all steps of k.
+constexpr int64_t kEveryStep = -1;
+
 /// Tensor-core operand fragments of 16-bit elements straight from (swizzled) shared memory:
 /// ldmatrix.x4 per 16x16 tile of A and per 16x16 of B (x2 when a warp has one 8-column B
 /// tile). Each lane points at one 16-byte row of one 8x8 matrix; the instruction hands every
 /// lane its fragment. A stage stored transposed (`storage` is the tile transposed) is read
-/// with the opposite .trans, which hands each lane the same elements. With `kStep`, only the
-/// fragments of that 16-wide step of k are read (the other registers stay null).
+/// with the opposite .trans, which hands each lane the same elements. With `kStep` (not
+/// kEveryStep), only the fragments of that 16-wide step of k are read (the other registers stay
+/// null). A plain index, not a std::optional: GCC compares an optional's value before its flag,
+/// which valgrind reports as a branch on uninitialized memory (lit --vg runs every pass).
 Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType storage,
                       DotOperandEncodingAttr dot, Type element, bool transposed,
-                      std::optional<int64_t> kStep = std::nullopt) {
+                      int64_t kStep = kEveryStep) {
   int64_t rows = storage.getDimSize(transposed ? 1 : 0), cols = storage.getDimSize(transposed ? 0 : 1);
   auto dstLayout = toLinearLayout(dot, {rows, cols});
   auto mma = cast<MmaEncodingAttr>(dot.getParent());
@@ -223,14 +228,14 @@ Values loadDotOperand(OpBuilder &b, Location loc, Value base, RankedTensorType s
     // Tile (i, kk), matrix q: rows +8*(q%2), k +8*(q/2).
     for (int64_t i = 0; i < rows / wm / 16; ++i)
       for (int64_t kk = 0; kk < cols / 16; ++kk)
-        if (!kStep || kk == *kStep)
+        if (kStep == kEveryStep || kk == kStep)
             ldmatrix(4, addConst(add(warp[0], times8(matrixLow)), i * 16), addConst(times8(matrixHigh), kk * 16), false,
                    [&](int q) { return layout::Coord{i * 16 + 8 * (q % 2), kk * 16 + 8 * (q / 2)}; });
   } else {
     // Tiles (kk, j) and (kk, j+1), matrix q: k +8*(q%2), columns +8*(q/2).
     int64_t tiles = cols / wn / 8, perLoad = tiles >= 2 ? 2 : 1;
     for (int64_t kk = 0; kk < rows / 16; ++kk)
-      for (int64_t j = 0; j < tiles && (!kStep || kk == *kStep); j += perLoad) {
+      for (int64_t j = 0; j < tiles && (kStep == kEveryStep || kk == kStep); j += perLoad) {
         Value col = addConst(warp[1], j * 8);
         if (perLoad == 2)
           col = add(col, times8(matrixHigh));
