@@ -4,13 +4,18 @@ import time
 import torch
 
 
-def median_ms(fn, warmup=10, runs=100):
+def median_ms(fn, warmup=10, runs=100, hide_host_cycles=0):
+    """Median over `runs` event-timed calls, each after a sync. With hide_host_cycles, a GPU
+    sleep of that many cycles goes ahead of each start event, so that the host's work before
+    the launch overlaps it: the kernels' time alone."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(runs):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if hide_host_cycles:
+            torch.cuda._sleep(hide_host_cycles)
         start.record()
         fn()
         stop.record()
@@ -40,8 +45,8 @@ def sustained_ms(fn, calls):
     return start.elapsed_time(stop) / calls
 
 
-def median_ms_from_rest(fn, warmup=10, runs=100):
+def median_ms_from_rest(fn, warmup=10, runs=100, hide_host_cycles=0):
     """median_ms after one call and a 1 s rest, as bench_util.h's: every measurement starts
     from the same heat and power state, not the one the measurement before left."""
     call_then_rest(fn, 1.0)
-    return median_ms(fn, warmup, runs)
+    return median_ms(fn, warmup, runs, hide_host_cycles)
