@@ -401,7 +401,8 @@ LogicalResult LoadOp::verify() {
 }
 
 namespace {
-/// Loads whose mask is a uniform constant: all-true drops the mask; all-false is `other`.
+/// Loads whose mask is a uniform constant: all-true drops the mask (the load keeps its
+/// discardable attributes); all-false is `other`.
 struct FoldConstantLoadMask : OpRewritePattern<LoadOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LoadOp op, PatternRewriter &rewriter) const override {
@@ -409,7 +410,8 @@ struct FoldConstantLoadMask : OpRewritePattern<LoadOp> {
     if (!mask)
       return failure();
     if (*mask) {
-      rewriter.replaceOpWithNewOp<LoadOp>(op, op.getPtr(), Value(), Value());
+      DictionaryAttr discardable = op->getDiscardableAttrDictionary(); // e.g. tile.vector
+      rewriter.replaceOpWithNewOp<LoadOp>(op, op.getPtr(), Value(), Value())->setDiscardableAttrs(discardable);
       return success();
     }
     if (!op.getOther())
@@ -440,16 +442,18 @@ LogicalResult StoreOp::verify() {
 }
 
 namespace {
-/// Stores whose mask is a uniform constant: all-true drops the mask; all-false is erased.
+/// Stores whose mask is a uniform constant: all-true drops the mask (the store keeps its
+/// discardable attributes); all-false is erased.
 struct FoldConstantStoreMask : OpRewritePattern<StoreOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
     std::optional<bool> mask = uniformConstantMask(op.getMask());
     if (!mask)
       return failure();
-    if (*mask)
-      rewriter.replaceOpWithNewOp<StoreOp>(op, op.getPtr(), op.getValue(), Value());
-    else
+    if (*mask) {
+      DictionaryAttr discardable = op->getDiscardableAttrDictionary();
+      rewriter.replaceOpWithNewOp<StoreOp>(op, op.getPtr(), op.getValue(), Value())->setDiscardableAttrs(discardable);
+    } else
       rewriter.eraseOp(op);
     return success();
   }

@@ -109,17 +109,18 @@ func.func @addptr(%p: tensor<128x!tile.ptr<f32>>, %a: tensor<128xi32>, %b: tenso
 
 // -----
 
+// The ops that lose their mask keep their discardable attributes (here tile.vector).
 // CHECK-LABEL: func.func @constant_masks
 // CHECK-SAME: (%[[P:.*]]: tensor<128x!tile.ptr<f32>>, %[[O:.*]]: tensor<128xf32>)
-// CHECK: %[[L:.*]] = tile.load %[[P]] : tensor<128x!tile.ptr<f32>>
-// CHECK-NEXT: tile.store %[[P]], %[[L]] : tensor<128x!tile.ptr<f32>>
+// CHECK: %[[L:.*]] = tile.load %[[P]] {tile.vector = 4 : i32} : tensor<128x!tile.ptr<f32>>
+// CHECK-NEXT: tile.store %[[P]], %[[L]] {tile.vector = 2 : i32} : tensor<128x!tile.ptr<f32>>
 // CHECK-NEXT: return %[[L]], %[[O]]
 func.func @constant_masks(%p: tensor<128x!tile.ptr<f32>>, %o: tensor<128xf32>) -> (tensor<128xf32>, tensor<128xf32>) {
   %true = arith.constant dense<true> : tensor<128xi1>
   %false = arith.constant dense<false> : tensor<128xi1>
-  %all = tile.load %p, %true, %o : tensor<128x!tile.ptr<f32>>
+  %all = tile.load %p, %true, %o {tile.vector = 4 : i32} : tensor<128x!tile.ptr<f32>>
   %none = tile.load %p, %false, %o : tensor<128x!tile.ptr<f32>>
-  tile.store %p, %all, %true : tensor<128x!tile.ptr<f32>>
+  tile.store %p, %all, %true {tile.vector = 2 : i32} : tensor<128x!tile.ptr<f32>>
   tile.store %p, %all, %false : tensor<128x!tile.ptr<f32>>
   return %all, %none : tensor<128xf32>, tensor<128xf32>
 }
