@@ -337,7 +337,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // accumulator's layout each thread would store 4 bytes at a time, 32 stores of a third
   // wasted sectors (ncu). Staged, the ping-pong takes 0.916 ms against 0.953, without it
   // 0.939 against 0.948, causal 0.508 against 0.522 (A/B, f16, N = 4096). At d = 64 the
-  // 128 x 256 blocks gain nothing from it (1.188 against 1.184, causal 0.688 against 0.687).
+  // 128 x 256 blocks gain nothing from it (1.188 against 1.184, causal 0.688 against 0.687), the
+  // causal persistent ones neither (12-04c, five A/Bs: 0.671-0.683 ms against 0.677-0.684).
   struct Shape {
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, causalMaskedBn = 0,
             stagedStores = 0, causalPersistent = 0;

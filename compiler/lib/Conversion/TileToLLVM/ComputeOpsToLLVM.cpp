@@ -486,7 +486,8 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     // balanced tree of the same combines made the d = 64 attention forward 12% slower on the
     // H200 (ptxas interleaves a chain with the exponentials that wait on it), and so did two or
     // four interleaved chains, for the row max alone too: ptxas then finishes both rows' maxima
-    // before the first exponential. At d = 128 those gained at most 1.5%.
+    // before the first exponential. At d = 128 those gained at most 1.5%. Two chains for the sums
+    // alone (no FADD tail before P @ V in the SASS) made the 128 x 256 ping-pong 1-2% slower (12-04c).
     std::map<layout::Coord, size_t> groupOf;
     std::vector<Partial> partials;
     std::vector<size_t> representative;
