@@ -157,9 +157,7 @@ struct StoreInValueLayout : OpRewritePattern<StoreOp> {
       return failure();
     Value ptr = rebuild(rewriter, op.getPtr(), layout);
     Value mask = op.getMask() ? rebuild(rewriter, op.getMask(), layout) : Value();
-    DictionaryAttr discardable = op->getDiscardableAttrDictionary(); // read before op is erased
-    auto store = rewriter.replaceOpWithNewOp<StoreOp>(op, ptr, convert.getSrc(), mask);
-    store->setDiscardableAttrs(discardable);
+    replaceKeepingDiscardableAttrs<StoreOp>(rewriter, op, ptr, convert.getSrc(), mask);
     return success();
   }
 };

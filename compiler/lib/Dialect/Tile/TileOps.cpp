@@ -410,8 +410,7 @@ struct FoldConstantLoadMask : OpRewritePattern<LoadOp> {
     if (!mask)
       return failure();
     if (*mask) {
-      DictionaryAttr discardable = op->getDiscardableAttrDictionary(); // e.g. tile.vector
-      rewriter.replaceOpWithNewOp<LoadOp>(op, op.getPtr(), Value(), Value())->setDiscardableAttrs(discardable);
+      replaceKeepingDiscardableAttrs<LoadOp>(rewriter, op, op.getPtr(), Value(), Value());
       return success();
     }
     if (!op.getOther())
@@ -450,10 +449,9 @@ struct FoldConstantStoreMask : OpRewritePattern<StoreOp> {
     std::optional<bool> mask = uniformConstantMask(op.getMask());
     if (!mask)
       return failure();
-    if (*mask) {
-      DictionaryAttr discardable = op->getDiscardableAttrDictionary();
-      rewriter.replaceOpWithNewOp<StoreOp>(op, op.getPtr(), op.getValue(), Value())->setDiscardableAttrs(discardable);
-    } else
+    if (*mask)
+      replaceKeepingDiscardableAttrs<StoreOp>(rewriter, op, op.getPtr(), op.getValue(), Value());
+    else
       rewriter.eraseOp(op);
     return success();
   }

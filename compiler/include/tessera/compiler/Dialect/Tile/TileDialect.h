@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tessera/compiler/Layout/LinearLayout.h"
 
@@ -50,6 +51,16 @@ struct BlockTile {
   llvm::SmallVector<int64_t, 5> mapOrder;
 };
 std::optional<BlockTile> blockTile(mlir::RankedTensorType block);
+
+/// rewriter.replaceOpWithNewOp<OpTy>(op, args...), the new op keeping op's discardable
+/// attributes (tile.vector, say), read before op is erased.
+template <typename OpTy, typename... Args>
+OpTy replaceKeepingDiscardableAttrs(mlir::PatternRewriter &rewriter, mlir::Operation *op, Args &&...args) {
+  mlir::DictionaryAttr discardable = op->getDiscardableAttrDictionary();
+  OpTy replacement = rewriter.replaceOpWithNewOp<OpTy>(op, std::forward<Args>(args)...);
+  replacement->setDiscardableAttrs(discardable);
+  return replacement;
+}
 
 /// Whether `type` is a ring of mbarriers: one i64 a stage.
 bool isBarrierRing(SharedBufferType type);
