@@ -33,36 +33,48 @@ def stall_ratios(report):
 
 
 def sampled_stalls(report, kernel):
-    """{reason: Counter of opcode -> samples} and the kernel's total samples."""
+    """{reason: Counter of opcode -> samples}, the kernel's total samples, and per instruction
+    (address, SASS, samples, Counter of reason -> samples)."""
     rows = [r for r in ncu_csv(report, "--page", "source", "--print-source", "sass", "--kernel-name", kernel)
             if len(r) > 10]
     header, lines = rows[0], rows[1:]
     reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
     by_reason = {r: collections.Counter() for r in reasons}
-    total = 0
+    total, instructions = 0, []
     for line in lines:
         field = dict(zip(header, line))
-        opcode = re.sub(r"^@!?U?P\w+\s+", "", field["Source"].strip()).split(" ")[0].split(".")[0]
-        total += int(field["Warp Stall Sampling (All Samples)"] or 0)
+        source = field["Source"].strip()
+        opcode = re.sub(r"^@!?U?P\w+\s+", "", source).split(" ")[0].split(".")[0]
+        samples = int(field["Warp Stall Sampling (All Samples)"] or 0)
+        total += samples
+        its = collections.Counter()
         for reason in reasons:
             by_reason[reason][opcode] += int(field[reason] or 0)
-    return by_reason, total
+            its[reason] = int(field[reason] or 0)
+        instructions.append((field.get("Address", "?"), source, samples, its))
+    return by_reason, total, instructions
 
 
 def main():
     report = sys.argv[1]
+    hot = int(sys.argv[sys.argv.index("--hot") + 1]) if "--hot" in sys.argv else 0
     names, ratios = stall_ratios(report)
     print("warp cycles stalled per issued instruction")
     print(f"  {'reason':22s} " + " ".join(f"{n[:14]:>14s}" for n in names))
     for reason, values in sorted(ratios.items(), key=lambda item: -item[1][0]):
         print(f"  {reason:22s} " + " ".join(f"{v:14.2f}" for v in values))
     for name in names:
-        by_reason, total = sampled_stalls(report, name)
+        by_reason, total, instructions = sampled_stalls(report, name)
         print(f"\n{name[:60]}: {total} samples")
         for reason, opcodes in sorted(by_reason.items(), key=lambda item: -sum(item[1].values()))[:8]:
             count = sum(opcodes.values())
             top = ", ".join(f"{op} {n}" for op, n in opcodes.most_common(6) if n)
             print(f"  {reason:20s} {count:7d} {100 * count / max(total, 1):5.1f}%  {top}")
+        if hot:
+            print(f"  the {hot} instructions with the most samples:")
+        for address, source, samples, its in sorted(instructions, key=lambda i: -i[2])[:hot]:
+            top = ", ".join(f"{r[len('stall_'):]} {n}" for r, n in its.most_common(3) if n)
+            print(f"  {address:>8s} {100 * samples / max(total, 1):5.1f}%  {source[:56]:56s} {top}")
 
 
 if __name__ == "__main__":

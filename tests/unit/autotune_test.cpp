@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +51,51 @@ TEST(Tune, MeasuresWhatIsNotPrunedAndSkipsFailures) {
   EXPECT_EQ(result.trials[0].failure, "pruned: too small");
   EXPECT_THAT(result.trials[3].failure, HasSubstr("CUDA_ERROR_OUT_OF_RESOURCES"));
   EXPECT_TRUE(result.trials[2].failure.empty());
+}
+
+/// A fake GPU whose sweep misranks BLOCK 128 and 256 (2% apart), which the final's rounds
+/// rank the other way round; BLOCK 64 is 10% behind and stays out of the final.
+struct NoisySweep {
+  std::vector<std::string> order; // every measure, in turn
+  std::map<int64_t, std::vector<double>> times{{64, {1.10}}, {128, {1.00, 1.05, 1.04, 1.06}},
+                                                {256, {1.02, 1.01, 1.09, 1.00}}};
+  double operator()(const Config &config) {
+    int64_t block = config["BLOCK"];
+    if (block == 512)
+      throw Error("cuLaunchKernel(probe) failed: CUDA_ERROR_OUT_OF_RESOURCES");
+    order.push_back(std::to_string(block));
+    std::vector<double> &left = times.at(block);
+    double ms = left.front();
+    left.erase(left.begin());
+    return ms;
+  }
+};
+
+TEST(Tune, TimesTheConfigsNearTheBestAgainInInterleavedRounds) {
+  NoisySweep gpu;
+  TuningResult result = tune(space(), {}, std::ref(gpu), false);
+  // The sweep, then three rounds of the two finalists, alternating.
+  EXPECT_THAT(gpu.order, ::testing::ElementsAre("64", "128", "256", "128", "256", "128", "256", "128", "256"));
+  EXPECT_EQ(result.best["BLOCK"], 256);
+  EXPECT_EQ(result.best_ms, 1.01); // the median of its rounds
+  EXPECT_EQ(result.trials[1].ms, 1.05);
+  EXPECT_EQ(result.trials[1].final_rounds, 3);
+  EXPECT_EQ(result.trials[0].ms, 1.10); // not a finalist: its sweep time
+  EXPECT_EQ(result.trials[0].final_rounds, 0);
+}
+
+TEST(Tune, AFinalistThatFailsWhenTimedAgainDropsOut) {
+  int calls = 0;
+  TuningResult result = tune(
+      space(), {},
+      [&](const Config &c) -> double {
+        if (c["BLOCK"] == 512 || (c["BLOCK"] == 128 && ++calls > 1))
+          throw Error("the GPU fell off the bus");
+        return c["BLOCK"] == 128 ? 0.99 : c["BLOCK"] == 64 ? 1.5 : 1.0;
+      },
+      false);
+  EXPECT_EQ(result.best["BLOCK"], 256); // slower in the sweep, but the only finalist left
+  EXPECT_THAT(result.trials[1].failure, HasSubstr("failed in the final: the GPU fell off the bus"));
 }
 
 TEST(Tune, FailsOnlyWhenNothingRuns) {

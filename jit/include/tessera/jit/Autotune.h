@@ -27,11 +27,12 @@ struct TuningContext {
 /// One config tried: its time, or why it was skipped or failed.
 struct Trial {
   dsl::Config config;
-  double ms = 0;           // median time when it ran
+  double ms = 0;           // median time when it ran (of the final's rounds, for a finalist)
   std::string failure;     // empty when it ran
   double compile_seconds = 0;
   int registers = 0;       // per thread, when compiled on the GPU
   int spilled_bytes = 0;
+  int final_rounds = 0;    // rounds it was timed again in the final (see tune)
 };
 
 struct TuningResult {
@@ -71,7 +72,9 @@ using Measure = std::function<double(const dsl::Config &)>;
 using Prune = std::function<std::string(const dsl::Config &)>;
 
 /// Measure every config that `prune` keeps; failures are recorded with their reason and skipped.
-/// Throws tessera::Error only when no config runs. Progress goes to stderr when `progress`.
+/// The configs within 3% of the fastest are measured again, in three interleaved rounds, and the
+/// lowest median of those wins. Throws tessera::Error only when no config runs. Progress goes to
+/// stderr when `progress`.
 TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
                   bool progress);
 
