@@ -38,22 +38,29 @@ double secondsSince(Clock::time_point start) {
 /// One sweep's times of configs a few percent apart do not rank them: on the H200 the causal
 /// d = 64 forward's two best configs (persistent or not, 2-3% apart when timed side by side)
 /// swapped places between sweeps (0.696 / 0.703 ms, then 0.710 / 0.706). So the sweep only
-/// nominates: the configs within kFinalMargin of its best are timed again in kFinalRounds
-/// interleaved rounds (each round times every finalist once, so that a drift of the GPU's clock
-/// or temperature touches them alike), and the lowest median of those rounds wins.
+/// nominates: the (at most kMaxFinalists fastest) configs within kFinalMargin of its best are
+/// timed again in kFinalRounds interleaved rounds (each round times every finalist once, so
+/// that a drift of the GPU's clock or temperature touches them alike), and the lowest median of
+/// those rounds wins.
 constexpr double kFinalMargin = 0.03;
 constexpr int kFinalRounds = 3;
+constexpr size_t kMaxFinalists = 4;
 
 void runFinal(TuningResult &result, const Measure &measure, bool progress) {
   std::vector<Trial *> finalists;
   for (Trial &trial : result.trials)
     if (trial.failure.empty() && trial.ms <= result.best_ms * (1 + kFinalMargin))
       finalists.push_back(&trial);
+  std::stable_sort(finalists.begin(), finalists.end(), [](const Trial *a, const Trial *b) { return a->ms < b->ms; });
+  if (finalists.size() > kMaxFinalists)
+    finalists.resize(kMaxFinalists);
   if (finalists.size() < 2)
     return;
   std::vector<std::vector<double>> times(finalists.size());
   for (int round = 0; round < kFinalRounds; ++round)
     for (size_t i = 0; i < finalists.size(); ++i) {
+      if (!finalists[i]->failure.empty())
+        continue;
       try {
         times[i].push_back(measure(finalists[i]->config));
       } catch (const Error &error) { // ran in the sweep, but not now: out of the final

@@ -98,6 +98,17 @@ TEST(Tune, AFinalistThatFailsWhenTimedAgainDropsOut) {
   EXPECT_THAT(result.trials[1].failure, HasSubstr("failed in the final: the GPU fell off the bus"));
 }
 
+TEST(Tune, TheFinalTakesTheFourFastestNearTheBest) {
+  std::vector<Config> six;
+  for (int64_t block = 1; block <= 6; ++block)
+    six.push_back({{"BLOCK", block}});
+  std::map<int64_t, int> measured;
+  // Sweep times 1.006, 1.005, ..., 1.001 (BLOCK 6 fastest): all within 3%.
+  tune(six, {}, [&](const Config &c) { return ++measured[c["BLOCK"]] == 1 ? 1.007 - c["BLOCK"] * 0.001 : 1.0; },
+       false);
+  EXPECT_EQ(measured, (std::map<int64_t, int>{{1, 1}, {2, 1}, {3, 4}, {4, 4}, {5, 4}, {6, 4}}));
+}
+
 TEST(Tune, FailsOnlyWhenNothingRuns) {
   try {
     tune(space(), {}, [](const Config &) -> double { throw Error("compile error"); }, false);
