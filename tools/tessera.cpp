@@ -60,16 +60,19 @@ int tuneMatmul(int64_t M, int64_t N, int64_t K, bool bf16) {
     return 0;
   }
   double flops = 2.0 * M * N * K;
-  std::printf("%-66s %9s %8s %5s %6s %9s\n", "config", "ms", "TFLOP/s", "regs", "spill", "compile s");
+  // A finalist's ms is the median of the final's rounds (see jit::tune), marked "*".
+  std::printf("%-66s %10s %8s %5s %6s %9s\n", "config", "ms", "TFLOP/s", "regs", "spill", "compile s");
   for (const jit::Trial &trial : tuning->trials) {
     if (trial.failure.empty())
-      std::printf("%-66s %9.4f %8.1f %5d %6d %9.2f\n", trial.config.str().c_str(), trial.ms,
-                  flops / (trial.ms * 1e9), trial.registers, trial.spilled_bytes, trial.compile_seconds);
+      std::printf("%-66s %9.4f%s %8.1f %5d %6d %9.2f\n", trial.config.str().c_str(), trial.ms,
+                  trial.final_rounds ? "*" : " ", flops / (trial.ms * 1e9), trial.registers, trial.spilled_bytes,
+                  trial.compile_seconds);
     else
       std::printf("%-66s %s\n", trial.config.str().c_str(), trial.failure.c_str());
   }
   const jit::Trial &fallback = tuning->trials.front();
-  std::printf("best %s: %.4f ms (%.1f TFLOP/s); default %s: %s; tuned %zu configs in %.1f s\n",
+  std::printf("best %s: %.4f ms (%.1f TFLOP/s); default %s: %s; tuned %zu configs in %.1f s (* timed again "
+              "in the final)\n",
               best.str().c_str(), tuning->best_ms, flops / (tuning->best_ms * 1e9), fallback.config.str().c_str(),
               fallback.failure.empty() ? (std::to_string(fallback.ms) + " ms").c_str() : fallback.failure.c_str(),
               tuning->trials.size(), tuning->seconds);
