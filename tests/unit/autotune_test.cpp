@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -180,6 +181,17 @@ TEST_F(TuningStore, ResultsAreKeyedByGpuModelDriverAndCompiler) {
   EXPECT_FALSE(db.lookup(driver, "k").has_value());
   // Another database object (another process) sees the stored result.
   EXPECT_EQ((*TuningDatabase(path_).lookup(h200, "k"))["BLOCK"], 256);
+}
+
+TEST_F(TuningStore, RecordsWhichTrialsTheFinalTimedAgain) {
+  TuningResult r = result(256);
+  r.trials.push_back({{{"BLOCK", 128}}, 1.6, "", 0.2});
+  r.trials[0].final_rounds = 3;
+  TuningDatabase(path_).store(h200, "k", r);
+  std::ifstream file(path_);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("\"final_rounds\": 3"));
+  EXPECT_EQ(text.find("final_rounds"), text.rfind("final_rounds")); // only the finalist's
 }
 
 TEST_F(TuningStore, CorruptDatabaseIsIgnoredAndRewritten) {
