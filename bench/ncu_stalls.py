@@ -49,8 +49,8 @@ def sampled_stalls(report, kernel):
         total += samples
         its = collections.Counter()
         for reason in reasons:
-            by_reason[reason][opcode] += int(field[reason] or 0)
             its[reason] = int(field[reason] or 0)
+            by_reason[reason][opcode] += its[reason]
         instructions.append((field.get("Address", "?"), source, samples, its))
     return by_reason, total, instructions
 
