@@ -99,6 +99,23 @@ TEST(Tune, AFinalistThatFailsWhenTimedAgainDropsOut) {
   EXPECT_THAT(result.trials[1].failure, HasSubstr("failed in the final: the GPU fell off the bus"));
 }
 
+TEST(Tune, FailsWhenEveryFinalistFailsWhenTimedAgain) {
+  std::map<int64_t, int> calls;
+  try {
+    tune(
+        space(), {},
+        [&](const Config &c) -> double {
+          if (c["BLOCK"] == 512 || (c["BLOCK"] >= 128 && ++calls[c["BLOCK"]] > 1))
+            throw Error("the GPU fell off the bus");
+          return c["BLOCK"] == 64 ? 1.5 : 1.0;
+        },
+        false);
+    FAIL() << "no error";
+  } catch (const Error &error) {
+    EXPECT_THAT(error.what(), HasSubstr("every finalist failed when timed again"));
+  }
+}
+
 TEST(Tune, TheFinalTakesTheFourFastestNearTheBest) {
   std::vector<Config> six;
   for (int64_t block = 1; block <= 6; ++block)
