@@ -86,15 +86,22 @@ Value recompute(OpBuilder &b, Value value, IRMapping &map, Block *body, ArrayRef
 }
 
 /// The body's arguments one iteration later, as far as addresses need them: the induction
-/// variable plus a step, carried index math as the body yields it from `args`. Other carried
-/// values (accumulators) keep `args`' value: no staged address depends on them (isIndexMath),
-/// and recomputing them would copy the body's loads and dots (and its inner loops) outside it.
-SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, ArrayRef<Value> args) {
+/// variable plus a step, carried index math as the body yields it from `args` (with the same
+/// `constants` that chose the staged loads: a carried block index read from a table, as a
+/// persistent kernel reads its next tile's, is read again, only where the iteration `args`
+/// exists). Other carried values (accumulators) keep `args`' value: no staged address depends
+/// on them (isIndexMath), and recomputing them would copy the body's loads and dots (and its
+/// inner loops) outside it.
+SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, ArrayRef<Value> args,
+                                 const ConstantMemory &constants) {
   auto yield = cast<scf::YieldOp>(body->getTerminator());
+  Location loc = loop.getLoc();
   IRMapping map;
-  SmallVector<Value> next{arith::AddIOp::create(b, loop.getLoc(), args[0], loop.getStep())};
+  Value exists = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
+  SmallVector<Value> next{arith::AddIOp::create(b, loc, args[0], loop.getStep())};
   for (auto [i, yielded] : llvm::enumerate(yield.getOperands()))
-    next.push_back(isIndexMath(yielded, body) ? recompute(b, yielded, map, body, args) : args[i + 1]);
+    next.push_back(isIndexMath(yielded, body, &constants) ? recompute(b, yielded, map, body, args, exists)
+                                                          : args[i + 1]);
   return next;
 }
 
@@ -359,7 +366,7 @@ struct Rings {
 /// loads `tma` into that ring, whose fills so far number `filled`; returns the number after
 /// the loop (`filled` without a ring).
 Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, SmallVector<TmaLoad> tma, TmaRing *ring,
-               Value filled) {
+               Value filled, const ConstantMemory &constants) {
   Rings rings{std::move(copied), {}, ring ? std::move(tma) : SmallVector<TmaLoad>{}, ring};
   if (rings.copied.empty() && rings.tma.empty())
     return filled;
@@ -384,7 +391,7 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
   llvm::append_range(args, loop.getInitArgs());
   for (int64_t s = 0; s < stages - 1; ++s) {
     if (s > 0)
-      args = nextIteration(b, loop, body, args);
+      args = nextIteration(b, loop, body, args, constants);
     Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
     Value position = place(b, constant(b, s));
     rings.fill(b, loc, body, args, active, stageOf(b, position), position);
@@ -427,7 +434,7 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
     }
   SmallVector<Value> next(body->getArguments().begin(), body->getArguments().end());
   for (int64_t s = 0; s < stages - 1; ++s)
-    next = nextIteration(at, loop, body, next);
+    next = nextIteration(at, loop, body, next, constants);
   Value active = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, next[0], loop.getUpperBound());
   rings.fill(at, loc, body, next, active, stageOf(at, ahead), ahead);
   for (LoadOp load : rings.copied)
@@ -591,7 +598,8 @@ private:
           ring = &makeRing(start, own, 2);
           none = arith::ConstantOp::create(start, carrier.getLoc(), start.getI32IntegerAttr(0));
         }
-        pipeline(carrier, std::min<int64_t>(stages, 2), operandLoads(carrier, constants), std::move(own), ring, none);
+        pipeline(carrier, std::min<int64_t>(stages, 2), operandLoads(carrier, constants), std::move(own), ring, none,
+                 constants);
         continue;
       }
       if (auto branch = dyn_cast<scf::IfOp>(op); branch && filled && !filled->empty() && holdsTmaLoop(branch)) {
@@ -610,8 +618,8 @@ private:
         pipelineCopies(loop, stages);
         continue;
       }
-      (*filled)[*ring] =
-          pipeline(loop, stages, operandLoads(loop, constants), tmaOf[loop], &rings[*ring], (*filled)[*ring]);
+      (*filled)[*ring] = pipeline(loop, stages, operandLoads(loop, constants), tmaOf[loop], &rings[*ring],
+                                  (*filled)[*ring], constants);
     }
   }
 
@@ -702,7 +710,7 @@ private:
   }
 
   void pipelineCopies(scf::ForOp loop, int64_t ringStages) {
-    pipeline(loop, ringStages, operandLoads(loop, constants), {}, nullptr, {});
+    pipeline(loop, ringStages, operandLoads(loop, constants), {}, nullptr, {}, constants);
   }
 
   func::FuncOp func;

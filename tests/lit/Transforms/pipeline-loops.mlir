@@ -417,6 +417,47 @@ func.func @tma_indexed_blocks(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32},
 
 // -----
 
+// A block index the loop carries, read by each iteration for the next (a persistent kernel
+// loading its next tile's number a tile ahead): the copy for the iteration ahead is addressed
+// by the index that iteration will carry, the table read again, not by the one carried now.
+// CHECK-LABEL: func.func @tma_carried_index
+// CHECK: scf.for %[[J:[^ ]*]] =
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[J]], %c1_i32
+// CHECK: tile.wait_barrier
+// CHECK: %[[AT:.*]] = tile.addptr %{{.*}}, %[[AHEAD]]
+// CHECK: %[[BLOCK:.*]] = tile.load %[[AT]], %{{.*}}, %{{.*}} : !tile.ptr<i32>
+// CHECK: %[[ROW:.*]] = arith.muli %[[BLOCK]], %c64_i32
+// CHECK: %[[P:.*]] = tile.advance %{{.*}}, [%[[ROW]], %c0_i32]
+// CHECK: tile.tma_load %{{.*}}, %[[P]] into
+// CHECK: scf.yield
+func.func @tma_carried_index(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %table: !tile.ptr<i32>,
+                             %n: i32 {tile.divisibility = 16 : i32}, %count: i32, %q: tensor<64x64xf16>)
+    -> tensor<64x64xf32> attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %p0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %any = arith.cmpi slt, %c0, %count : i32
+  %first = tile.load %table, %any, %c0 : !tile.ptr<i32>
+  %out:2 = scf.for %j = %c0 to %count step %c1 iter_args(%acc = %zero, %block = %first) -> (tensor<64x64xf32>, i32) : i32 {
+    %j1 = arith.addi %j, %c1 : i32
+    %at = tile.addptr %table, %j1 : !tile.ptr<i32>, i32
+    %more = arith.cmpi slt, %j1, %count : i32
+    %next = tile.load %at, %more, %c0 : !tile.ptr<i32>
+    %row = arith.muli %block, %c64 : i32
+    %p = tile.advance %p0, [%row, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %tile = tile.block_load %p {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %q, %tile, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %s, %next : tensor<64x64xf32>, i32
+  }
+  return %out#0 : tensor<64x64xf32>
+}
+
+// -----
+
 // Loops that load the same blocks fill one ring, its fills numbered across them: the masked
 // loop's numbers continue the unmasked one's, and a loop around them (a GQA group's heads,
 // or programs walking tiles) carries the count, so that the second loop's and the next outer
