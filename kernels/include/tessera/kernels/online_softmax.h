@@ -12,7 +12,7 @@
 namespace tessera::kernels {
 
 struct OnlineSoftmax {
-  static constexpr double log2e = 1.4426950408889634;
+  static constexpr double log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
   dsl::Tile acc, row_max, row_sum;
 
   /// What the key loop carries: the three above, and pending_p in the deferred order.
@@ -72,7 +72,8 @@ struct OnlineSoftmax {
   /// The natural-log sum of exp of each row's (unscaled-by-log2e) scores; -inf for rows that
   /// saw no key.
   dsl::Tile lse() const {
-    return dsl::where(row_sum == 0.0, -INFINITY, (row_max + dsl::log2(safe_sum())) / log2e);
+    // Times ln 2, not divided by log2(e): a division is an IEEE one, with a slow path.
+    return dsl::where(row_sum == 0.0, -INFINITY, (row_max + dsl::log2(safe_sum())) * ln2);
   }
 
 private:
