@@ -2,7 +2,8 @@
 // as peers_attention.py's) in TFLOP/s, at batch*N = 16k tokens and heads = 2048/D, for every
 // config of the tuning space (what the autotuner chooses from): the default's time and the
 // best's. SDPA and FlexAttention are measured by peers_attention.py in the same run. JSON lines
-// go to the file given as argv[1].
+// go to the file given as argv[1]. Each config's output is checked against the default's: one
+// that differs is reported and left out, and the exit status is 3.
 #include "bench_util.h"
 #include "tessera/kernels/attention.h"
 #include "tessera/jit/Runtime.h"
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
   // argv[6] (optional): only the configs whose text holds it (and the default), e.g.
   // warp_specialize=1.
   const std::string filter = argc > 6 ? argv[6] : "";
+  bool wrong = false; // a config's output differed from the default's (exit status 3)
   for (dsl::DType dtype : {dsl::DType::f16, dsl::DType::bf16})
     for (int64_t D : {64, 128}) {
       if ((!only.empty() && dsl::to_string(dtype) != only) || (onlyD && D != onlyD))
@@ -83,6 +85,8 @@ int main(int argc, char **argv) {
             }
           const int rounds = onlyN ? 3 : 1;
           std::vector<std::vector<double>> times(configs.size());
+          std::vector<float> defaultOutput;
+          std::vector<double> strays(configs.size(), 0);
           for (int round = 0; round < rounds; ++round)
             for (size_t i = 0; i < configs.size(); ++i) {
               options.config = configs[i];
@@ -92,7 +96,13 @@ int main(int argc, char **argv) {
               } catch (const Error &) {
                 if (i < spaceSize)
                   throw;
-              } // else the knobs do not fit this config
+                continue; // the knobs do not fit this config
+              }
+              // Every config's output against the default's, once.
+              if (round == 0 && i == 0)
+                defaultOutput = bench::readHalves(o, dtype, numel);
+              else if (round == 0)
+                strays[i] = bench::strayFrom(bench::readHalves(o, dtype, numel), defaultOutput, dtype);
             }
           for (size_t i = 0; i < configs.size(); ++i) {
             if (times[i].empty())
@@ -101,6 +111,12 @@ int main(int argc, char **argv) {
             double t = times[i][times[i].size() / 2];
             if (i == 0)
               defaultMs = t;
+            if (strays[i] > 0) {
+              std::fprintf(stderr, "bench_attention: WRONG: %s's output is up to %g off the default's; left out\n",
+                           configs[i].str().c_str(), strays[i]);
+              wrong = true;
+              continue;
+            }
             if (onlyN)
               std::printf("  %8.3f ms (%.3f-%.3f)  %s\n", t, times[i].front(), times[i].back(), configs[i].str().c_str());
             if (t < ms)
@@ -119,5 +135,5 @@ int main(int argc, char **argv) {
         }
       }
     }
-  return 0;
+  return wrong ? 3 : 0;
 }

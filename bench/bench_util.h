@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -91,6 +92,32 @@ inline double median_ms(const std::function<void()> &run, int warmup = 10, int r
 inline double median_ms_from_rest(const std::function<void()> &run, int warmup = 10, int runs = 100) {
   callThenRest(run, 1);
   return median_ms(run, warmup, runs);
+}
+
+/// `count` f16 or bf16 values of `buffer`, as floats.
+inline std::vector<float> readHalves(const jit::DeviceBuffer &buffer, dsl::DType dtype, size_t count) {
+  std::vector<uint16_t> host(count);
+  buffer.copy_to_host(host.data(), count * sizeof(uint16_t));
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = dtype == dsl::DType::bf16 ? from_bf16(host[i]) : from_half(host[i]);
+  return values;
+}
+
+/// The largest difference of `got` from `want` (another config's output of the same inputs, in
+/// `dtype`) beyond 16 of the dtype's ulps at max(1, |want|), 0 where none is: configs round
+/// differently, a miscompiled one is off by whole values. A benchmark that does not look would
+/// time a wrong kernel as readily as a right one (a persistent walk whose next tile's Q came
+/// from the current tile read 0.6% faster, 12-04e).
+inline double strayFrom(const std::vector<float> &got, const std::vector<float> &want, dsl::DType dtype) {
+  const double ulp = dtype == dsl::DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+  double stray = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(double(got[i]) - want[i]);
+    if (!(diff <= 16 * ulp * std::max(1.0, std::abs(double(want[i])))))
+      stray = std::max(stray, std::isnan(diff) ? INFINITY : diff);
+  }
+  return stray;
 }
 
 } // namespace tessera::bench
