@@ -487,7 +487,9 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     // H200 (ptxas interleaves a chain with the exponentials that wait on it), and so did two or
     // four interleaved chains, for the row max alone too: ptxas then finishes both rows' maxima
     // before the first exponential. At d = 128 those gained at most 1.5%. Two chains for the sums
-    // alone (no FADD tail before P @ V in the SASS) made the 128 x 256 ping-pong 1-2% slower (12-04c).
+    // alone (no FADD tail before P @ V in the SASS) made the 128 x 256 ping-pong 1-2% slower (12-04c);
+    // a tree for the max (both rows level by level, cuDNN's shape) 10% slower, the 64 x 128
+    // programs of OVERLAP_SOFTMAX 1.5-2.4% faster (12-04f).
     std::map<layout::Coord, size_t> groupOf;
     std::vector<Partial> partials;
     std::vector<size_t> representative;
