@@ -345,9 +345,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, causalMaskedBn = 0,
             stagedStores = 0, causalPersistent = 0;
   };
-  std::vector<Shape> shapes;
-  if (padded <= 64)
-    shapes = {{64, 128, 4, 2, 1, 0, 1, 2, 2},
+  // Built where returned: GCC 12 reads assigning a list to an empty vector as a memmove to null.
+  const std::vector<Shape> shapes = [&]() -> std::vector<Shape> {
+    if (padded <= 64)
+      return {{64, 128, 4, 2, 1, 0, 1, 2, 2},
               {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128},
               {64, 64, 4, 2, 1, 0, 1, 2, 3},
               {64, 128, 4, 2, 1, 0, 0, 2, 2},
@@ -362,16 +363,18 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 64, 4, 4, 1, 0, 0, 0},
               {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128, 0, 1}};
-  else if (padded <= 128)
-    shapes = {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
+    if (padded <= 128)
+      return {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
               {128, 32, 4, 3, 0, 1, 0, 0},   {128, 32, 4, 3, 1, 1, 0, 0},   {128, 64, 4, 2, 0, 1, 0, 0},
               {128, 64, 8, 3, 1, 0, 0, 0},   {64, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 8, 3, 0, 0, 1, 0},
               {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1},
               {128, 128, 8, 2, 1, 1, 1, 2, 1, 0, 0, 1}, {128, 128, 8, 2, 1, 1, 1, 2, 1, 1, 0, 1}};
-  else
-    shapes = {{64, 32, 4, 2, 0, 1, 0, 0}, {64, 64, 4, 2, 0, 1, 0, 0}, {128, 32, 8, 2, 0, 1, 0, 0},
-              {64, 32, 4, 2, 0, 0, 0, 0}};
+    return {{64, 32, 4, 2, 0, 1, 0, 0},
+            {64, 64, 4, 2, 0, 1, 0, 0},
+            {128, 32, 8, 2, 0, 1, 0, 0},
+            {64, 32, 4, 2, 0, 0, 0, 0}};
+  }();
   std::vector<dsl::Config> configs;
   for (const Shape &shape : shapes) {
     if (shape.causalPersistent && !causal)

@@ -555,8 +555,9 @@ TEST(AttentionSchedule, EveryTileOnceBalancedChunkByChunk) {
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), tiles);
     const double mean = double(total) / c.programs;
     EXPECT_LE(most, mean + heaviest);
-    if (c.bound > 0)
+    if (c.bound > 0) {
       EXPECT_LE(most / mean, c.bound);
+    }
   }
 }
 

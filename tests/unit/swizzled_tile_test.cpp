@@ -35,8 +35,9 @@ TEST(SwizzledTile, IsABijectionThatKeeps16ByteChunksWhole) {
         int64_t at = tile.index(r, c);
         ASSERT_TRUE(at >= 0 && at < rows * cols && !used[at]) << rows << "x" << cols << "x" << bytes << " at " << r << "," << c;
         used[at] = true;
-        if (c % tile.chunkElements)
+        if (c % tile.chunkElements) {
           ASSERT_EQ(at, tile.index(r, c - 1) + 1) << "a 16-byte chunk is split";
+        }
       }
   }
 }
