@@ -180,6 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
                            "ping_pong=1,MASKED_BLOCK_N=128,SKIP_VISIBLE_MASKS=1,WIDE_MASKED_BLOCKS=1"},
                       Case{2, 150, 333, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
                       Case{2, 300, 280, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1,WIDE_MASKED_BLOCKS=1"},
+                      Case{1, 200, 333, 2, 1, 128, true, false, DType::bf16,
+                           "ping_pong=1,OVERLAP_SOFTMAX=0,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
                       Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
