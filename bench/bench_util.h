@@ -43,7 +43,7 @@ inline void fillNormal(jit::DeviceBuffer &buffer, dsl::DType dtype, size_t count
   std::normal_distribution<float> normal;
   std::vector<uint16_t> host(count);
   for (uint16_t &x : host)
-    x = dtype == dsl::DType::bf16 ? to_bf16(normal(gen)) : to_half(normal(gen));
+    x = to_16bit(normal(gen), dtype);
   buffer.copy_from_host(host.data(), count * sizeof(uint16_t));
 }
 
@@ -100,7 +100,7 @@ inline std::vector<float> readHalves(const jit::DeviceBuffer &buffer, dsl::DType
   buffer.copy_to_host(host.data(), count * sizeof(uint16_t));
   std::vector<float> values(count);
   for (size_t i = 0; i < count; ++i)
-    values[i] = dtype == dsl::DType::bf16 ? from_bf16(host[i]) : from_half(host[i]);
+    values[i] = from_16bit(host[i], dtype);
   return values;
 }
 

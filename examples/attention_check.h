@@ -50,8 +50,9 @@ struct AttentionReference {
 inline AttentionReference attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n_q,
                                               int n_kv, int d, double scale, bool causal = false, bool bf16 = false,
                                               const std::function<double(int, int, double)> &modify = {}) {
-  auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
-  auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
+  const dsl::DType dtype = bf16 ? dsl::DType::bf16 : dsl::DType::f16;
+  auto widen = [&](uint16_t x) { return double(from_16bit(x, dtype)); };
+  auto round16 = [&](double x) { return widen(to_16bit(float(x), dtype)); };
   auto widen_all = [&](const uint16_t *h, int rows) {
     std::vector<double> values(size_t(rows) * d);
     for (size_t i = 0; i < values.size(); ++i)
@@ -105,8 +106,9 @@ inline AttentionBackwardReference attention_backward_reference(
     const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout, int n_q, int n_kv, int d,
     double scale, bool causal = false, bool bf16 = false, const std::function<bool(int, int)> &visible = {},
     const std::function<std::pair<double, double>(int, int, double)> &modify = {}) {
-  auto widen = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
-  auto round16 = [&](double x) { return widen(bf16 ? to_bf16(float(x)) : to_half(float(x))); };
+  const dsl::DType dtype = bf16 ? dsl::DType::bf16 : dsl::DType::f16;
+  auto widen = [&](uint16_t x) { return double(from_16bit(x, dtype)); };
+  auto round16 = [&](double x) { return widen(to_16bit(float(x), dtype)); };
   auto at = [&](const uint16_t *m, int row, int c) { return widen(m[size_t(row) * d + c]); };
   AttentionBackwardReference ref;
   for (AttentionGradients *g : {&ref.exact, &ref.naive}) {

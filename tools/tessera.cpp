@@ -108,8 +108,8 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
     bits.resize(B * n * heads * D);
     values.resize(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) {
-      bits[i] = bf16 ? to_bf16(normal(gen)) : to_half(normal(gen));
-      values[i] = bf16 ? from_bf16(bits[i]) : from_half(bits[i]);
+      bits[i] = to_16bit(normal(gen), dtype);
+      values[i] = from_16bit(bits[i], dtype);
     }
     jit::DeviceBuffer buffer(std::max<size_t>(2, bits.size() * 2));
     buffer.copy_from_host(bits.data(), bits.size() * 2);
@@ -139,7 +139,7 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
   std::vector<uint16_t> bits(qf.size());
   o.copy_to_host(bits.data(), bits.size() * 2);
   std::vector<float> got(bits.size());
-  std::transform(bits.begin(), bits.end(), got.begin(), bf16 ? from_bf16 : from_half);
+  std::transform(bits.begin(), bits.end(), got.begin(), [&](uint16_t x) { return from_16bit(x, dtype); });
 
   // The check: fp64 reference and a naive same-dtype attention on the same inputs.
   const double scale = 1 / std::sqrt(double(D));

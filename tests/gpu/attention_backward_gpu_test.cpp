@@ -41,7 +41,7 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
     std::vector<float> values = random_floats(c.batch * n * heads * c.d, seed, -2, 2);
     std::vector<uint16_t> bits(values.size());
     for (size_t i = 0; i < bits.size(); ++i)
-      bits[i] = bf16 ? to_bf16(values[i]) : to_half(values[i]);
+      bits[i] = to_16bit(values[i], c.dtype);
     return bits;
   };
   auto view = [&](jit::DeviceBuffer &buffer, int64_t n, int64_t heads) {
@@ -86,7 +86,7 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
   auto head = [&](const std::vector<uint16_t> &all, int64_t b, int64_t h, int64_t n, int64_t heads) {
     return examples::head_rows(all, b, h, n, heads, c.d);
   };
-  auto value = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  auto value = [&](uint16_t x) { return double(from_16bit(x, c.dtype)); };
   double worst[3] = {}, naive[3] = {};
   bool finite = true;
   auto account = [&](int g, uint16_t got, double exact, double rough) {

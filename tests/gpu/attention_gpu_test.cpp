@@ -53,8 +53,8 @@ Tensor makeTensor(const Case &c, int64_t n, int64_t heads, uint32_t seed) {
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t e = 0; e < c.head_dim; ++e) {
           float &x = t.values[((b * n + i) * heads + h) * c.head_dim + e];
-          uint16_t h16 = c.dtype == DType::bf16 ? to_bf16(x) : to_half(x);
-          x = c.dtype == DType::bf16 ? from_bf16(h16) : from_half(h16);
+          uint16_t h16 = to_16bit(x, c.dtype);
+          x = from_16bit(h16, c.dtype);
           bits[b * strides[0] + i * strides[1] + h * strides[2] + e] = h16;
         }
   t.device = upload(bits);
@@ -73,7 +73,7 @@ std::vector<float> readBack(const TensorView &view, const jit::DeviceBuffer &buf
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t e = 0; e < d; ++e) {
           uint16_t x = bits[b * view.stride(0) + i * view.stride(1) + h * view.stride(2) + e];
-          out[((b * n + i) * heads + h) * d + e] = view.dtype == DType::bf16 ? from_bf16(x) : from_half(x);
+          out[((b * n + i) * heads + h) * d + e] = from_16bit(x, view.dtype);
         }
   return out;
 }

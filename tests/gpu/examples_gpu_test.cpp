@@ -527,8 +527,9 @@ TEST_P(Matmul, MatchesFloat32Reference) {
       for (int k = 0; k < K; ++k) acc += a[m * K + k] * b[k * N + n];
       c[i] = acc;
     })";
-  auto round = [bf16](float f) { return bf16 ? from_bf16(to_bf16(f)) : from_half(to_half(f)); };
-  auto encode = [bf16](float f) { return bf16 ? to_bf16(f) : to_half(f); };
+  const DType dtype = bf16 ? DType::bf16 : DType::f16;
+  auto round = [dtype](float f) { return from_16bit(to_16bit(f, dtype), dtype); };
+  auto encode = [dtype](float f) { return to_16bit(f, dtype); };
   auto a = random_floats(M * K, 8), b = random_floats(K * N, 9);
   std::vector<uint16_t> a16(a.size()), b16(b.size());
   for (size_t i = 0; i < a.size(); ++i)
@@ -563,7 +564,7 @@ TEST_P(Matmul, MatchesFloat32Reference) {
     jit::synchronize();
     auto raw = download<uint16_t>(out, M * N);
     for (int i = 0; i < M * N; ++i) {
-      float got = bf16 ? from_bf16(raw[i]) : from_half(raw[i]);
+      float got = from_16bit(raw[i], dtype);
       ASSERT_NEAR(got, want[i], (bf16 ? 8e-3 : 1e-3) * std::abs(want[i]) + 1e-3) << "at " << i / N << "," << i % N;
     }
   }

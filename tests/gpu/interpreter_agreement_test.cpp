@@ -42,12 +42,12 @@ template <typename T> std::pair<T, T> on_both(const std::function<T()> &body) {
   return {gpu, interpreted};
 }
 
-std::vector<uint16_t> random_bits(size_t n, unsigned seed, bool bf16) {
+std::vector<uint16_t> random_bits(size_t n, unsigned seed, DType dtype) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::vector<uint16_t> values(n);
   for (uint16_t &x : values)
-    x = bf16 ? to_bf16(normal(rng)) : to_half(normal(rng));
+    x = to_16bit(normal(rng), dtype);
   return values;
 }
 
@@ -85,7 +85,7 @@ TEST_F(InterpreterAgreement, AttentionForward) {
 
 TEST_F(InterpreterAgreement, MatmulBf16) {
   const int M = 200, N = 136, K = 328;
-  auto a = random_bits(size_t(M) * K, 1, true), b = random_bits(size_t(K) * N, 2, true);
+  auto a = random_bits(size_t(M) * K, 1, DType::bf16), b = random_bits(size_t(K) * N, 2, DType::bf16);
   for (const Config &config : {examples::matmul_configs()[0], examples::matmul_configs()[9]}) {
     auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
       auto da = upload16(a), db = upload16(b);
@@ -105,7 +105,7 @@ TEST_F(InterpreterAgreement, MatmulBf16) {
 
 TEST_F(InterpreterAgreement, SoftmaxF16) {
   const int rows = 33, cols = 1000;
-  auto x = random_bits(size_t(rows) * cols, 3, false);
+  auto x = random_bits(size_t(rows) * cols, 3, DType::f16);
   auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
     auto in = upload16(x);
     jit::DeviceBuffer out(size_t(rows) * cols * 2);
@@ -139,8 +139,8 @@ TEST_F(InterpreterAgreement, VectorAddAndLayerNorm) {
   });
   EXPECT_EQ(added.first, added.second); // one rounding each: bitwise equal
 
-  auto input = random_bits(size_t(rows) * cols, 4, false), weight = random_bits(cols, 5, false),
-       bias = random_bits(cols, 6, false);
+  auto input = random_bits(size_t(rows) * cols, 4, DType::f16), weight = random_bits(cols, 5, DType::f16),
+       bias = random_bits(cols, 6, DType::f16);
   auto [gpu, interpreted] = on_both<std::vector<uint16_t>>([&] {
     auto dx = upload16(input), dw = upload16(weight), db = upload16(bias);
     jit::DeviceBuffer out(input.size() * 2);
@@ -161,8 +161,8 @@ TEST_F(InterpreterAgreement, VectorAddAndLayerNorm) {
 TEST_F(InterpreterAgreement, AttentionBackward) {
   const int n_q = 130, n_kv = 200, heads = 4, kv_heads = 2, d = 64;
   const size_t q_count = size_t(n_q) * heads * d, kv_count = size_t(n_kv) * kv_heads * d;
-  auto q = random_bits(q_count, 31, false), k = random_bits(kv_count, 32, false), v = random_bits(kv_count, 33, false),
-       dout = random_bits(q_count, 34, false);
+  auto q = random_bits(q_count, 31, DType::f16), k = random_bits(kv_count, 32, DType::f16),
+       v = random_bits(kv_count, 33, DType::f16), dout = random_bits(q_count, 34, DType::f16);
   using Grads = std::vector<std::vector<uint16_t>>;
   auto [gpu, interpreted] = on_both<Grads>([&] {
     const auto where = interpreter::enabled() ? kernels::DeviceType::cpu : kernels::DeviceType::cuda;
@@ -213,8 +213,8 @@ TEST_F(InterpreterAgreement, BlockSparseAttentionWithModifiers) {
       return 8.0 * tanh(s / 8.0) + load(bias + (kv - q + 299));
     };
     kernels::BlockSparseAttention attention(mods);
-    auto q = random_bits(size_t(n) * heads * d, 11, false), k = random_bits(q.size(), 12, false),
-         v = random_bits(q.size(), 13, false);
+    auto q = random_bits(size_t(n) * heads * d, 11, DType::f16), k = random_bits(q.size(), 12, DType::f16),
+         v = random_bits(q.size(), 13, DType::f16);
     using Result = std::pair<std::vector<uint16_t>, std::vector<float>>;
     auto [gpu, interpreted] = on_both<Result>([&] {
       kernels::BlockMask mask = kernels::BlockMask::documents(1, n, documents, true);
@@ -266,7 +266,7 @@ TEST_F(InterpreterAgreement, BlockSparseBackward) {
   const size_t count = size_t(n) * heads * d;
   std::vector<std::vector<uint16_t>> inputs;
   for (unsigned seed : {21, 22, 23, 24})
-    inputs.push_back(random_bits(count, seed, false));
+    inputs.push_back(random_bits(count, seed, DType::f16));
   using Grads = std::vector<std::vector<uint16_t>>;
   auto [gpu, interpreted] = on_both<Grads>([&] {
     kernels::BlockMask mask = kernels::BlockMask::documents(1, n, documents, true);
@@ -318,8 +318,8 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
       [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) { return (q + 3 * kv + h) % 4 != 0; }});
   for (const int d : {64, 128}) {
     const size_t count_q = size_t(n) * heads_q * d, count_kv = size_t(n) * heads_kv * d;
-    const auto q = random_bits(count_q, 31, false), k = random_bits(count_kv, 32, false),
-               v = random_bits(count_kv, 33, false), dout = random_bits(count_q, 34, false);
+    const auto q = random_bits(count_q, 31, DType::f16), k = random_bits(count_kv, 32, DType::f16),
+               v = random_bits(count_kv, 33, DType::f16), dout = random_bits(count_q, 34, DType::f16);
     using Outputs = std::vector<std::vector<float>>; // o, lse, dq, dk, dv
     auto run = [&](const kernels::AttentionOptions &forward, const kernels::AttentionOptions &backward) {
       kernels::BlockMask mask(1, heads_q, n, n, 128, 128, states);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tessera/dsl/dtype.h"
+
 namespace tessera {
 
 inline uint16_t to_half(float f) {
@@ -74,6 +76,13 @@ inline float from_bf16(uint16_t h) {
   float f;
   std::memcpy(&f, &x, 4);
   return f;
+}
+
+/// `f` rounded to `dtype`'s 16 bits and back, for code that serves both 16-bit float types
+/// (`dtype` is f16 or bf16).
+inline uint16_t to_16bit(float f, dsl::DType dtype) { return dtype == dsl::DType::bf16 ? to_bf16(f) : to_half(f); }
+inline float from_16bit(uint16_t bits, dsl::DType dtype) {
+  return dtype == dsl::DType::bf16 ? from_bf16(bits) : from_half(bits);
 }
 
 } // namespace tessera
