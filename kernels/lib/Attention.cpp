@@ -127,8 +127,9 @@ jit::GridFn blockGrid(int64_t rows, const char *block, int64_t programs) {
   };
 }
 
-/// Where the forward's arguments hold n_q, and its last, the persistent causal programs' plan.
-constexpr size_t kForwardNq = 5, kForwardSchedule = 25;
+/// Where the forward's arguments hold n_q, the batch count, and (its last) the persistent causal
+/// programs' plan.
+constexpr size_t kForwardNq = 5, kForwardBatches = 23, kForwardSchedule = 25;
 
 /// The forward's `schedule` for `config`: the plan of its persistent causal programs (over as
 /// many tiles as the grid has programs for), else none.
@@ -136,17 +137,11 @@ void scheduleForward(const dsl::Config &config, std::vector<dsl::LaunchArg> &arg
   if (!config.get("PERSISTENT", 0) || !config.get("CAUSAL", 0))
     return;
   const int64_t n_q = args[kForwardNq].integer(), n_kv = args[kForwardNq + 1].integer(),
-                batch_heads = args[23].integer() * args[kForwardNq + 2].integer(), head_dim = args[9].integer();
+                batch_heads = args[kForwardBatches].integer() * args[kForwardNq + 2].integer(), head_dim = args[9].integer();
   const int64_t programs = blockGrid(n_q, "BLOCK_M", batch_heads)(config).x;
   args[kForwardSchedule] = detail::causal_schedule(batch_heads, n_q, n_kv, head_dim, config["BLOCK_M"], programs);
 }
 
-/// The tuning key's lengths: arguments n_q and n_kv (at `nq` and nq + 1) rounded up to powers
-/// of two, so that nearby lengths share a tuning.
-std::string lengthsKey(const std::vector<dsl::LaunchArg> &args, size_t nq) {
-  return "nq" + std::to_string(powerOfTwoAtLeast(args[nq].integer())) + ",nkv" +
-         std::to_string(powerOfTwoAtLeast(args[nq + 1].integer()));
-}
 
 /// EVEN_BLOCKS: whether the sequence lengths are whole blocks of the config, so that the
 /// backward kernels' masks leave out the bounds (FlashAttention's even-MN case).
@@ -187,10 +182,13 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = tuners[{pass, dtype, padded, causal}];
   if (!slot) {
-    // Where n_q and n_kv are among the arguments.
-    const size_t n_q = !pass ? kForwardNq : pass == BackwardPass::queries ? 7 : 8;
+    // Where n_q (n_kv and heads_q follow) and the batch count are among the arguments.
+    const size_t n_q = !pass ? kForwardNq : pass == BackwardPass::queries ? 7 : 8,
+                 batches = !pass ? kForwardBatches : pass == BackwardPass::queries ? 28 : 32;
     jit::Autotuner::Options options;
-    options.key_extra = [n_q](const std::vector<dsl::LaunchArg> &args) { return lengthsKey(args, n_q); };
+    options.key_extra = [n_q, batches](const std::vector<dsl::LaunchArg> &args) {
+      return detail::attention_tuning_key(args, n_q, batches);
+    };
     if (!pass) {
       options.arguments = scheduleForward;
       slot = std::make_unique<jit::Autotuner>(forwardKernel(dtype), attention_forward_configs(padded, causal), options);
@@ -269,6 +267,12 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
 }
 
 } // namespace
+
+std::string detail::attention_tuning_key(const std::vector<dsl::LaunchArg> &args, size_t nq, size_t batches) {
+  auto rounded = [&](size_t at) { return std::to_string(powerOfTwoAtLeast(args[at].integer())); };
+  return "nq" + rounded(nq) + ",nkv" + rounded(nq + 1) + ",bh" +
+         std::to_string(powerOfTwoAtLeast(args[batches].integer() * args[nq + 2].integer()));
+}
 
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal) {
   int64_t padded = paddedHeadDim(head_dim);
@@ -914,12 +918,12 @@ struct BlockSparseAttention::Compiled {
 
   /// The config of `pass` (0 forward, 1 dK/dV, 2 dQ) for these arguments: the given one
   /// (already checked against the mask), the default when interpreted, otherwise tuned per
-  /// dtype, head dim, mask block size, sequence lengths and blocks a program visits (its
-  /// mask row's, on average) rounded to powers of two: a few blocks a row want other configs
-  /// than many.
+  /// dtype, head dim, mask block size, problem size (attention_tuning_key) and blocks a program
+  /// visits (its mask row's, on average) rounded to a power of two: a few blocks a row want
+  /// other configs than many.
   dsl::Config configFor(int pass, const std::optional<dsl::Config> &given, bool bf16, int64_t padded,
                         const BlockMask &mask, const jit::GridFn &grid, const std::vector<dsl::LaunchArg> &args,
-                        size_t nqArgument);
+                        size_t nqArgument, size_t batchesArgument);
 
 private:
   std::mutex mutex;
@@ -962,7 +966,8 @@ std::optional<dsl::Config> sparseConfig(const std::optional<dsl::Config> &given,
 
 dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optional<dsl::Config> &given, bool bf16,
                                                       int64_t padded, const BlockMask &mask, const jit::GridFn &grid,
-                                                      const std::vector<dsl::LaunchArg> &args, size_t nqArgument) {
+                                                      const std::vector<dsl::LaunchArg> &args, size_t nqArgument,
+                                                      size_t batchesArgument) {
   if (given)
     return *given;
   if (interpreter::enabled())
@@ -976,10 +981,10 @@ dsl::Config BlockSparseAttention::Compiled::configFor(int pass, const std::optio
     slot = &tuners[{pass, bf16, padded, mask.block_m(), mask.block_n(), visited}];
     if (!*slot) {
       jit::Autotuner::Options options;
-      options.key_extra = [nqArgument, visited, bm = mask.block_m(),
+      options.key_extra = [nqArgument, batchesArgument, visited, bm = mask.block_m(),
                            bn = mask.block_n()](const std::vector<dsl::LaunchArg> &a) {
         return "mask" + std::to_string(bm) + "x" + std::to_string(bn) + ",visits" + std::to_string(visited) + "," +
-               lengthsKey(a, nqArgument);
+               detail::attention_tuning_key(a, nqArgument, batchesArgument);
       };
       const dsl::Kernel &kernel = pass == 0 ? forward[bf16] : pass == 1 ? keysValues[bf16] : queries[bf16];
       *slot = std::make_unique<jit::Autotuner>(kernel, sparseSpaces(padded, mask.block_m(), mask.block_n())[pass],
@@ -1012,7 +1017,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
       v.stride(2), o.stride(0), o.stride(1), o.stride(2), static_cast<float>(scale), p.batch, p.heads_kv};
   const jit::GridFn grid = blockGrid(p.n_q, "BLOCK_M", p.batch * p.heads_q);
   const bool bf16 = q.dtype == dsl::DType::bf16;
-  dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, 8);
+  dsl::Config config = compiled_->configFor(0, given, bf16, padded, mask, grid, args, /*n_q at*/ 8, /*batches at*/ 29);
   blockPointersWhereTheTmaCopies(config, {&k, &v});
   compiled_->forward[bf16].launch_args(stream, grid(config), config, args.data(), args.size());
 }
@@ -1052,8 +1057,9 @@ void BlockSparseAttention::backward(const TensorView &q, const TensorView &k, co
     const size_t nqArgument = args.size();
     args.insert(args.end(), shape.begin(), shape.end());
     args.insert(args.end(), tail);
+    const size_t batchesArgument = args.size() - 2; // both tails end with the batch count and one more
     const jit::GridFn grid = blockGrid(rows, block, programsPerRow);
-    dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument);
+    dsl::Config config = compiled_->configFor(pass, given, bf16, padded, mask, grid, args, nqArgument, batchesArgument);
     if (pass == 1) // dK/dV reads Q and dO through block pointers, dQ K and V
       blockPointersWhereTheTmaCopies(config, {&q, &dout});
     else

@@ -67,8 +67,8 @@ using AttentionApi = Interpreted<::testing::TestWithParam<Case>>;
 TEST_P(AttentionApi, MatchesReferenceWithinTheBar) {
   const Case c = GetParam();
   const bool bf16 = c.dtype == DType::bf16;
-  auto to16 = [&](float x) { return bf16 ? to_bf16(x) : to_half(x); };
-  auto from16 = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  auto to16 = [&](float x) { return to_16bit(x, c.dtype); };
+  auto from16 = [&](uint16_t x) { return double(from_16bit(x, c.dtype)); };
   std::mt19937 rng(c.n_q * 131 + c.d);
   std::normal_distribution<float> normal;
   Buffer q(c.dtype, c.batch, c.n_q, c.heads_q, c.d, c.bhsd), k(c.dtype, c.batch, c.n_kv, c.heads_kv, c.d, c.bhsd),
@@ -332,8 +332,8 @@ using AttentionBackwardApi = Interpreted<::testing::TestWithParam<Case>>;
 TEST_P(AttentionBackwardApi, MatchesReferenceGradientsWithinTheBar) {
   const Case c = GetParam();
   const bool bf16 = c.dtype == DType::bf16;
-  auto to16 = [&](float x) { return bf16 ? to_bf16(x) : to_half(x); };
-  auto from16 = [&](uint16_t x) { return double(bf16 ? from_bf16(x) : from_half(x)); };
+  auto to16 = [&](float x) { return to_16bit(x, c.dtype); };
+  auto from16 = [&](uint16_t x) { return double(from_16bit(x, c.dtype)); };
   std::mt19937 rng(c.n_kv * 77 + c.d);
   std::normal_distribution<float> normal;
   auto make = [&](int n, int heads) { return Buffer(c.dtype, c.batch, n, heads, c.d, c.bhsd); };
@@ -561,6 +561,23 @@ TEST(AttentionSchedule, EveryTileOnceBalancedChunkByChunk) {
       EXPECT_LE(most / mean, c.bound);
     }
   }
+}
+
+// The tuning key rounds n_q, n_kv and batch x heads up to powers of two: a few heads of one
+// batch do not share the tuning of many (their programs leave SMs idle; other blocks win).
+TEST(AttentionTuningKey, SeparatesFewHeadsFromMany) {
+  auto key = [](int64_t batches, int64_t heads, int64_t n_q, int64_t n_kv) {
+    std::vector<dsl::LaunchArg> args(9, int64_t(0)); // n_q at 3, n_kv, heads_q, ..., batches at 8
+    args[3] = n_q;
+    args[4] = n_kv;
+    args[5] = heads;
+    args[8] = batches;
+    return detail::attention_tuning_key(args, 3, 8);
+  };
+  EXPECT_EQ(key(2, 32, 8192, 8192), "nq8192,nkv8192,bh64");
+  EXPECT_EQ(key(1, 60, 5000, 4097), key(2, 32, 8192, 8192));
+  EXPECT_EQ(key(1, 2, 4224, 4224), "nq8192,nkv8192,bh2");
+  EXPECT_EQ(key(3, 1, 1, 300), "nq1,nkv512,bh4");
 }
 
 // More tiles than int32 numbers: an error, not a wrapped plan.
