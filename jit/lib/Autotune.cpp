@@ -184,7 +184,11 @@ TuneMode tune_mode() {
 
 TuningDatabase::TuningDatabase(std::string path) : path_(std::move(path)) {}
 
-std::string TuningDatabase::default_path() { return cache_dir() + "/tuning.json"; }
+std::string TuningDatabase::default_path() {
+  if (const char *env = std::getenv("TESSERA_TUNING_DB"); env && *env)
+    return env;
+  return cache_dir() + "/tuning.json";
+}
 
 std::optional<dsl::Config> TuningDatabase::lookup(const TuningContext &context, const std::string &key) const {
   llvm::json::Object database = readDatabase(path_);

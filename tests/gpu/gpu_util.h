@@ -4,6 +4,7 @@
 #define TESSERA_TESTS_GPU_GPU_UTIL_H
 
 #include "tessera/dsl/fp16.h"
+#include "tessera/jit/Cache.h"
 #include "tessera/jit/Nvrtc.h"
 #include "tessera/jit/Runtime.h"
 
@@ -17,13 +18,16 @@
 
 namespace tessera::testing {
 
-/// Base of every GPU test: skips, saying why, where no GPU can be used.
+/// Base of every GPU test: skips, saying why, where no GPU can be used. Tests tune into a
+/// database of their own (unless TESSERA_TUNING_DB names one): their picks, for small shapes and
+/// often timed beside other test processes, must not serve the user's work from tuning.json.
 class GpuTest : public ::testing::Test {
 protected:
   void SetUp() override {
     std::string why;
     if (!jit::gpu_available(&why))
       GTEST_SKIP() << "no GPU: " << why;
+    setenv("TESSERA_TUNING_DB", (jit::cache_dir() + "/tuning-tests.json").c_str(), /*overwrite=*/0);
   }
 };
 

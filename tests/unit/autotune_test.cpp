@@ -3,6 +3,7 @@
 
 #include "tessera/error.h"
 #include "tessera/jit/Autotune.h"
+#include "tessera/jit/Cache.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -181,6 +182,17 @@ protected:
   int measured_ = 0;
   TuningContext h200{"NVIDIA H200/132SM/3201MHz", 13000, "tessera-0.1/llvm-22.1.8"};
 };
+
+TEST_F(TuningStore, TheDatabaseIsTesseraTuningDbElseInTheCacheDir) {
+  const char *before = std::getenv("TESSERA_TUNING_DB");
+  const std::string saved = before ? before : "";
+  setenv("TESSERA_TUNING_DB", path_.c_str(), 1);
+  EXPECT_EQ(TuningDatabase::default_path(), path_);
+  unsetenv("TESSERA_TUNING_DB");
+  EXPECT_EQ(TuningDatabase::default_path(), cache_dir() + "/tuning.json");
+  if (before)
+    setenv("TESSERA_TUNING_DB", saved.c_str(), 1);
+}
 
 TEST_F(TuningStore, ResultsAreKeyedByGpuModelDriverAndCompiler) {
   TuningDatabase db(path_);

@@ -47,8 +47,9 @@ struct TuningResult {
 enum class TuneMode { off, cached, on, force };
 TuneMode tune_mode();
 
-/// The tuning database: $TESSERA_CACHE_DIR/tuning.json, shared by processes (writes are locked
-/// read-modify-write, then an atomic rename; a corrupt file is ignored and rewritten).
+/// The tuning database: $TESSERA_TUNING_DB, else $TESSERA_CACHE_DIR/tuning.json; shared by
+/// processes (writes are locked read-modify-write, then an atomic rename; a corrupt file is
+/// ignored and rewritten).
 class TuningDatabase {
 public:
   explicit TuningDatabase(std::string path = default_path());
