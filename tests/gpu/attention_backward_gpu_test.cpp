@@ -6,6 +6,7 @@
 #include "attention_check.h"
 #include "tessera/kernels/attention.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -80,8 +81,9 @@ TEST_P(AttentionBackward, MatchesTheFloat64GradientsWithinTheBars) {
   auto [gq, gk, gv] = backward();
   auto [gq2, gk2, gv2] = backward();
   EXPECT_EQ(std::make_tuple(gk, gv), std::make_tuple(gk2, gv2)) << "dK, dV not bitwise repeatable";
-  if (!c.atomic_dq)
+  if (!c.atomic_dq) {
     EXPECT_EQ(gq, gq2) << "dQ not bitwise repeatable";
+  }
 
   auto head = [&](const std::vector<uint16_t> &all, int64_t b, int64_t h, int64_t n, int64_t heads) {
     return examples::head_rows(all, b, h, n, heads, c.d);
@@ -152,9 +154,10 @@ std::vector<BackwardCase> everyConfig() {
   std::vector<BackwardCase> cases;
   for (int64_t d : {64, 128, 256})
     for (bool causal : {false, true})
-      for (BackwardCase shape :
-           {BackwardCase{1, 200, 331, 2, 1}, BackwardCase{2, 208, 336, 4, 2}, BackwardCase{1, 256, 384, 2, 1}}) {
-        shape.d = d, shape.causal = causal, shape.dtype = DType::f16;
+      for (auto [batch, n_q, n_kv, heads_q, heads_kv] : {std::array<int64_t, 5>{1, 200, 331, 2, 1},
+                                                          std::array<int64_t, 5>{2, 208, 336, 4, 2},
+                                                          std::array<int64_t, 5>{1, 256, 384, 2, 1}}) {
+        const BackwardCase shape{batch, n_q, n_kv, heads_q, heads_kv, d, causal, DType::f16};
         size_t count =
             std::max(kernels::attention_backward_configs(d, causal, kernels::BackwardPass::keys_values).size(),
                      kernels::attention_backward_configs(d, causal, kernels::BackwardPass::queries).size());

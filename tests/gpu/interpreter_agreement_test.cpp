@@ -315,7 +315,8 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
   // Its block sizes pick the spaces; each run makes its own (its indices on the device or not).
   const kernels::BlockMask blocks(1, heads_q, n, n, 128, 128, states);
   kernels::BlockSparseAttention attention(kernels::Modifiers{
-      [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) { return (q + 3 * kv + h) % 4 != 0; }});
+      [](const Tile &, const Tile &h, const Tile &q, const Tile &kv, const Tile &) { return (q + 3 * kv + h) % 4 != 0; },
+      {}, {}});
   for (const int d : {64, 128}) {
     const size_t count_q = size_t(n) * heads_q * d, count_kv = size_t(n) * heads_kv * d;
     const auto q = random_bits(count_q, 31, DType::f16), k = random_bits(count_kv, 32, DType::f16),
