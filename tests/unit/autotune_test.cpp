@@ -194,6 +194,17 @@ TEST_F(TuningStore, TheDatabaseIsTesseraTuningDbElseInTheCacheDir) {
     setenv("TESSERA_TUNING_DB", saved.c_str(), 1);
 }
 
+TEST_F(TuningStore, AnUnwritableDatabaseIsAnErrorNamingIt) {
+  TuningDatabase db(dir_ + "/no/such/folder/tuning.json");
+  EXPECT_FALSE(db.lookup(h200, "k").has_value());
+  try {
+    db.store(h200, "k", result(64));
+    ADD_FAILURE() << "stored";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot lock the tuning database " + dir_ + "/no/such/folder/tuning.json"));
+  }
+}
+
 TEST_F(TuningStore, ResultsAreKeyedByGpuModelDriverAndCompiler) {
   TuningDatabase db(path_);
   EXPECT_FALSE(db.lookup(h200, "k").has_value());
