@@ -54,14 +54,17 @@ def autotune(mode=None):
 
 def pretune(shapes, dtype="float16", causal=(False, True)):
     """Tune attention_forward now for each (batch, seqlen, heads, head_dim) in `shapes` (on
-    the GPU, with torch), so that the first real call does not pay for it."""
+    the GPU, with torch), so that the first real call does not pay for it. It times standard
+    normal inputs: zeros would flatter every config alike (no row max moves, few bits toggle,
+    less power drawn at the cap) and could pick another."""
     torch = _torch()
     if torch is None or not torch.cuda.is_available():
         raise RuntimeError("tessera.pretune needs torch and a CUDA GPU")
     for batch, seqlen, heads, head_dim in shapes:
-        q = torch.zeros(batch, seqlen, heads, head_dim, dtype=getattr(torch, dtype), device="cuda")
+        q, k, v = (torch.randn(batch, seqlen, heads, head_dim, dtype=getattr(torch, dtype), device="cuda")
+                   for _ in range(3))
         for c in causal:
-            attention_forward(q, q, q, causal=c)
+            attention_forward(q, k, v, causal=c)
     torch.cuda.synchronize()
 
 

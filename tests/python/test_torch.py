@@ -166,3 +166,24 @@ def test_block_mask_values_and_gradients_match_math_sdpa(device):
         assert error <= bar * naive_error + 2e-3 * max(1.0, want.abs().max().item()), (name, error, naive_error)
     with pytest.raises(ValueError, match="takes causal=False"):
         tessera.flash_attn(q, k, v, causal=True, block_mask=mask, layout="bhsd")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="tessera.pretune tunes on a CUDA GPU")
+def test_pretune_on_cuda_stores_a_tuning_per_shape_and_batch_heads(tmp_path, monkeypatch):
+    """pretune tunes the forward of each shape into the tuning database, keyed by its lengths
+    and batch x heads (3 x 5 heads of 1500 rows: nq2048, bh16), causal and not."""
+    import json
+    database = tmp_path / "tuning.json"
+    monkeypatch.setenv("TESSERA_TUNING_DB", str(database))
+    monkeypatch.setenv("TESSERA_AUTOTUNE", "force")
+    tessera.pretune([(3, 1500, 5, 64)])
+    entries = [key for context in json.loads(database.read_text())["entries"].values() for key in context]
+    tuned = [key for key in entries if key.startswith("attention_fwd") and key.endswith("|nq2048,nkv2048,bh16")]
+    assert len(tuned) == 2, entries
+
+
+def test_pretune_without_a_gpu_is_refused(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    with pytest.raises(RuntimeError, match="needs torch and a CUDA GPU"):
+        tessera.pretune([(1, 128, 2, 64)])
