@@ -221,6 +221,10 @@ TEST_F(GpuTest, AttentionForwardExponentialsOnTheFmaPipe) {
     checkSpacesWith("BLOCK_M", {{"exp2_on_fma", eighths}}, 2, 1111, 4);
 }
 
+// The row maxima folded as trees (compiler knob tree_max) on the overlapped configs, whose
+// 64 x 128 programs it made faster (12-04f).
+TEST_F(GpuTest, AttentionForwardTreeRowMaxima) { checkSpacesWith("OVERLAP_SOFTMAX", {{"tree_max", 1}}, 2, 1111, 4); }
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -75,6 +75,42 @@ func.func @row_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.ke
 
 // -----
 
+#b = #tile.blocked<sizePerThread = [2, 4], threadsPerWarp = [1, 32], warpsPerCTA = [1, 1], order = [1, 0]>
+
+// A thread's values of a row reduction fold as one chain a row, in register order. With
+// tile.tree_max a max folds as balanced trees instead, both rows level by level (its sums
+// stay chains); then the lanes' butterflies.
+// CHECK-LABEL: llvm.func @chain_max
+// CHECK: %[[M1:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: %[[M2:[0-9]+]] = llvm.intr.maximum(%[[M1]],
+// CHECK-NEXT: llvm.intr.maximum(%[[M2]],
+// CHECK-NEXT: %[[N1:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: %[[N2:[0-9]+]] = llvm.intr.maximum(%[[N1]],
+// CHECK-NEXT: llvm.intr.maximum(%[[N2]],
+// CHECK: nvvm.shfl.sync bfly
+// CHECK-LABEL: llvm.func @tree_max
+// CHECK: %[[A:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: %[[B:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: %[[C:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: %[[D:[0-9]+]] = llvm.intr.maximum(
+// CHECK-NEXT: llvm.intr.maximum(%[[A]], %[[B]])
+// CHECK-NEXT: llvm.intr.maximum(%[[C]], %[[D]])
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: %[[S1:[0-9]+]] = llvm.fadd
+// CHECK-NEXT: %[[S2:[0-9]+]] = llvm.fadd %[[S1]],
+// CHECK-NEXT: llvm.fadd %[[S2]],
+func.func @chain_max(%x: tensor<2x128xf32, #b>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %m = tile.reduce max %x {axis = 1 : i32} : tensor<2x128xf32, #b> -> tensor<2xf32, #tile.slice<dim = 1, parent = #b>>
+  return
+}
+func.func @tree_max(%x: tensor<2x128xf32, #b>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64, tile.tree_max} {
+  %m = tile.reduce max %x {axis = 1 : i32} : tensor<2x128xf32, #b> -> tensor<2xf32, #tile.slice<dim = 1, parent = #b>>
+  %s = tile.reduce sum %x {axis = 1 : i32} : tensor<2x128xf32, #b> -> tensor<2xf32, #tile.slice<dim = 1, parent = #b>>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // With tile.exp2_on_fma = 2, registers 0 and 4 of a thread's 8 take exp2 by the polynomial on

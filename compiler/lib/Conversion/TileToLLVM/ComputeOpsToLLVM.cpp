@@ -459,6 +459,28 @@ Partial combine(OpBuilder &b, Location loc, ReduceKind kind, Partial x, Partial 
   return x;
 }
 
+/// Each group's values folded as a balanced tree, every group's level before any group's next
+/// (an odd last value waits a level): the groups' combines interleave level by level.
+std::vector<Partial> foldLevelByLevel(OpBuilder &b, Location loc, ReduceKind kind,
+                                      std::vector<std::vector<Partial>> groups) {
+  for (bool more = true; more;) {
+    more = false;
+    for (std::vector<Partial> &values : groups) {
+      std::vector<Partial> next;
+      for (size_t i = 0; i + 1 < values.size(); i += 2)
+        next.push_back(combine(b, loc, kind, values[i], values[i + 1]));
+      if (values.size() % 2)
+        next.push_back(values.back());
+      values = std::move(next);
+      more |= values.size() > 1;
+    }
+  }
+  std::vector<Partial> roots;
+  for (const std::vector<Partial> &values : groups)
+    roots.push_back(values.front());
+  return roots;
+}
+
 struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
@@ -489,9 +511,13 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     // before the first exponential. At d = 128 those gained at most 1.5%. Two chains for the sums
     // alone (no FADD tail before P @ V in the SASS) made the 128 x 256 ping-pong 1-2% slower (12-04c);
     // a tree for the max (both rows level by level, cuDNN's shape) 10% slower, the 64 x 128
-    // programs of OVERLAP_SOFTMAX 1.5-2.4% faster (12-04f).
+    // programs of OVERLAP_SOFTMAX 1.5-2.4% faster (12-04f): kernels with tile.tree_max (config
+    // knob tree_max) fold a max that way.
+    auto func = op->getParentOfType<func::FuncOp>();
+    const bool tree = kind == ReduceKind::max && func && func->hasAttr(kTreeMaxAttrName);
     std::map<layout::Coord, size_t> groupOf;
     std::vector<Partial> partials;
+    std::vector<std::vector<Partial>> leaves; // with the tree: each coordinate's values
     std::vector<size_t> representative;
     for (int64_t r = 0; r < layout.numRegisters(); ++r) {
       Partial p{src[r], withIndex ? coords[r][axis] : Value()};
@@ -499,10 +525,16 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
       if (inserted) {
         partials.push_back(p);
         representative.push_back(r);
+        if (tree)
+          leaves.push_back({p});
+      } else if (tree) {
+        leaves[it->second].push_back(p);
       } else {
         partials[it->second] = combine(rewriter, loc, kind, partials[it->second], p);
       }
     }
+    if (tree)
+      partials = foldLevelByLevel(rewriter, loc, kind, std::move(leaves));
     // 2. Across the lanes along the axis: butterfly shuffles.
     for (size_t bit = 0; bit < layout.lanes().size(); ++bit) {
       if (layout.lanes()[bit][axis] == 0)

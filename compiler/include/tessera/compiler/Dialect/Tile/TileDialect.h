@@ -112,6 +112,9 @@ inline constexpr llvm::StringLiteral kStagedStoresAttrName = "tile.staged_stores
 /// thread) tile-convert-to-llvm computes by a polynomial on the FMA pipe instead of the
 /// multi-function unit (config knob exp2_on_fma; absent for 0).
 inline constexpr llvm::StringLiteral kExp2OnFmaAttrName = "tile.exp2_on_fma";
+/// Function attribute: tile-convert-to-llvm folds each thread's values of a max reduction as
+/// balanced trees, all rows level by level, instead of one chain a row (config knob tree_max).
+inline constexpr llvm::StringLiteral kTreeMaxAttrName = "tile.tree_max";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
