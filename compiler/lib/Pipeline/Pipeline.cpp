@@ -80,7 +80,7 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// 8 warps, the two consumer warpgroups take turns at issuing their wgmma, 1, or at their
 /// exponentials, 2), staged_stores
 /// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
-/// fits), programs_per_sm (default 1: how many programs' registers an SM holds at once) and
+/// fits), programs_per_sm (default 1: how many programs' registers an SM holds at once),
 /// exp2_on_fma (default 0: how many of every 8 exponentials a polynomial computes on the FMA
 /// pipe) and tree_max (default 0: max reductions fold each thread's values as balanced trees)
 /// on the kernel, checked.
