@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -27,7 +28,8 @@ protected:
     std::string why;
     if (!jit::gpu_available(&why))
       GTEST_SKIP() << "no GPU: " << why;
-    setenv("TESSERA_TUNING_DB", (jit::cache_dir() + "/tuning-tests.json").c_str(), /*overwrite=*/0);
+    if (!std::getenv("TESSERA_TUNING_DB"))
+      setenv("TESSERA_TUNING_DB", (jit::cache_dir() + "/tuning-tests.json").c_str(), 1);
   }
 };
 
