@@ -38,6 +38,14 @@ std::vector<T> head_rows(const std::vector<T> &all, int64_t b, int64_t h, int64_
   return rows;
 }
 
+/// The 16-bit input type's values as doubles: `widen` reads one, `round` rounds a double to
+/// the type (as an implementation in that type stores it).
+struct Sixteen {
+  dsl::DType dtype;
+  double widen(uint16_t x) const { return from_16bit(x, dtype); }
+  double round(double x) const { return widen(to_16bit(float(x), dtype)); }
+};
+
 /// One head's softmax(q k^T * scale) v from 16-bit inputs (fp16, or bf16 when `bf16`):
 /// `exact` in fp64, `naive` as a same-dtype implementation gets it (probabilities and output
 /// rounded to the input type), and the natural-log `lse` per row (-inf for rows that see no
@@ -50,13 +58,11 @@ struct AttentionReference {
 inline AttentionReference attention_reference(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n_q,
                                               int n_kv, int d, double scale, bool causal = false, bool bf16 = false,
                                               const std::function<double(int, int, double)> &modify = {}) {
-  const dsl::DType dtype = bf16 ? dsl::DType::bf16 : dsl::DType::f16;
-  auto widen = [&](uint16_t x) { return double(from_16bit(x, dtype)); };
-  auto round16 = [&](double x) { return widen(to_16bit(float(x), dtype)); };
+  const Sixteen half{bf16 ? dsl::DType::bf16 : dsl::DType::f16};
   auto widen_all = [&](const uint16_t *h, int rows) {
     std::vector<double> values(size_t(rows) * d);
     for (size_t i = 0; i < values.size(); ++i)
-      values[i] = widen(h[i]);
+      values[i] = half.widen(h[i]);
     return values;
   };
   std::vector<double> qd = widen_all(q, n_q), kd = widen_all(k, n_kv), vd = widen_all(v, n_kv);
@@ -78,14 +84,14 @@ inline AttentionReference attention_reference(const uint16_t *q, const uint16_t 
     for (int j = 0; j < n_kv && total > 0; ++j) {
       if (std::isinf(scores[j]))
         continue;
-      double p = std::exp(scores[j] - peak) / total, p16 = round16(p);
+      double p = std::exp(scores[j] - peak) / total, p16 = half.round(p);
       for (int c = 0; c < d; ++c) {
         ref.exact[i * d + c] += p * vd[j * d + c];
         ref.naive[i * d + c] += p16 * vd[j * d + c];
       }
     }
     for (int c = 0; c < d; ++c)
-      ref.naive[i * d + c] = round16(ref.naive[i * d + c]);
+      ref.naive[i * d + c] = half.round(ref.naive[i * d + c]);
   }
   return ref;
 }
@@ -106,10 +112,8 @@ inline AttentionBackwardReference attention_backward_reference(
     const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout, int n_q, int n_kv, int d,
     double scale, bool causal = false, bool bf16 = false, const std::function<bool(int, int)> &visible = {},
     const std::function<std::pair<double, double>(int, int, double)> &modify = {}) {
-  const dsl::DType dtype = bf16 ? dsl::DType::bf16 : dsl::DType::f16;
-  auto widen = [&](uint16_t x) { return double(from_16bit(x, dtype)); };
-  auto round16 = [&](double x) { return widen(to_16bit(float(x), dtype)); };
-  auto at = [&](const uint16_t *m, int row, int c) { return widen(m[size_t(row) * d + c]); };
+  const Sixteen half{bf16 ? dsl::DType::bf16 : dsl::DType::f16};
+  auto at = [&](const uint16_t *m, int row, int c) { return half.widen(m[size_t(row) * d + c]); };
   AttentionBackwardReference ref;
   for (AttentionGradients *g : {&ref.exact, &ref.naive}) {
     g->dq.assign(size_t(n_q) * d, 0.0);
@@ -138,7 +142,7 @@ inline AttentionBackwardReference attention_backward_reference(
       p[j] = total > 0 && !std::isinf(p[j]) ? std::exp(p[j] - peak) / total : 0.0;
     for (bool naive : {false, true}) {
       AttentionGradients &g = naive ? ref.naive : ref.exact;
-      auto r = [&](double x) { return naive ? round16(x) : x; };
+      auto r = [&](double x) { return naive ? half.round(x) : x; };
       // delta = rowsum(dO * O), with O as this implementation computes it.
       double delta = 0;
       for (int c = 0; c < d; ++c) {
@@ -162,7 +166,7 @@ inline AttentionBackwardReference attention_backward_reference(
   }
   for (std::vector<double> *grad : {&ref.naive.dq, &ref.naive.dk, &ref.naive.dv})
     for (double &x : *grad)
-      x = round16(x);
+      x = half.round(x);
   return ref;
 }
 
