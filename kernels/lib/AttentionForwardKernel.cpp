@@ -105,6 +105,7 @@ template <typename T> Kernel forward() {
       auto visit = [&](Tile begin, Tile end, bool masked, int64_t width) {
         const int64_t part_width = width / parts;
         for_range(begin, end, width, softmax.state(), [&](Tile start) {
+          // Part 0 starts at `start` itself: with one part the kernel traces the ops it always did.
           auto part_start = [&](int64_t part) { return part == 0 ? start : start + part * part_width; };
           std::vector<Tile> scores; // the softmax scales them by qk_scale
           for (int64_t part = 0; part < parts; ++part) {
