@@ -234,14 +234,10 @@ void blockPointersWhereTheTmaCopies(dsl::Config &config, std::initializer_list<c
     config.set(knob, 0);
 }
 
-/// The pass a config is given to, for the knobs only some passes have.
-enum class Pass { backward, sparse_forward, forward };
-
-/// A given config's knobs; PERSISTENT only in the forward passes (dense and block-sparse,
-/// whose programs take tiles in turn: elsewhere its grid would leave work undone), SCORE_PARTS
-/// only in the dense forward.
+/// A given config's knobs; PERSISTENT only where `persistent` (the forward passes, dense and
+/// block-sparse, whose programs take tiles in turn: elsewhere its grid would leave work undone).
 void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const char *space,
-                 Pass pass = Pass::backward) {
+                 bool persistent = false) {
   for (const char *name : {"BLOCK_M", "BLOCK_N"}) {
     int64_t v = config.get(name, 0);
     if (v < 16 || (v & (v - 1)))
@@ -263,17 +259,8 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     fail("config " + config.str() + ": MASKED_BLOCK_N below BLOCK_N needs OVERLAP_SOFTMAX = 0");
   if (config.get("WIDE_MASKED_BLOCKS", 0) && masked == bn)
     fail("config " + config.str() + ": WIDE_MASKED_BLOCKS needs MASKED_BLOCK_N below BLOCK_N");
-  if (config.get("PERSISTENT", 0) && pass == Pass::backward)
+  if (config.get("PERSISTENT", 0) && !persistent)
     fail("config " + config.str() + ": PERSISTENT is only for the forward passes (dense and block-sparse)");
-  // SCORE_PARTS: each key block's Q K^T in that many dots, a power of two leaving parts of at
-  // least 16 keys (a wgmma's k for P @ V), in the plain order.
-  const int64_t parts = config.get("SCORE_PARTS", 1);
-  if (parts != 1 && pass != Pass::forward)
-    fail("config " + config.str() + ": SCORE_PARTS is only for attention_forward");
-  if (parts < 1 || (parts & (parts - 1)) || masked / parts < 16)
-    fail("config " + config.str() + ": SCORE_PARTS must be a power of two leaving MASKED_BLOCK_N / SCORE_PARTS >= 16");
-  if (parts != 1 && config.get("OVERLAP_SOFTMAX", 0))
-    fail("config " + config.str() + ": SCORE_PARTS above 1 needs OVERLAP_SOFTMAX = 0");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))
     fail("config " + config.str() + " is not for head_dim " + std::to_string(padded) +
          (causal ? ", causal" : ", not causal") + " (take one of " + space + ")");
@@ -768,7 +755,7 @@ void attention_forward(const TensorView &q, const TensorView &k, const TensorVie
   const double scale = checkedScale(options.scale, head_dim);
   const int64_t padded = paddedHeadDim(head_dim);
   if (options.config)
-    checkConfig(*options.config, padded, options.causal, "attention_forward_configs", Pass::forward);
+    checkConfig(*options.config, padded, options.causal, "attention_forward_configs", true);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)
@@ -958,12 +945,13 @@ void checkMask(const BlockMask &mask, const Problem &p) {
          ", n_q " + std::to_string(p.n_q) + ", n_kv " + std::to_string(p.n_kv) + " (mask heads must be 1 or heads_q)");
 }
 
-/// A pass's given config (none if none) checked against the mask, with the mask's block sizes.
+/// A pass's given config (none if none) checked against the mask, with the mask's block sizes
+/// (PERSISTENT where `persistent`: the forward's).
 std::optional<dsl::Config> sparseConfig(const std::optional<dsl::Config> &given, const BlockMask &mask,
-                                        int64_t padded, const char *space, Pass pass = Pass::backward) {
+                                        int64_t padded, const char *space, bool persistent = false) {
   if (!given)
     return std::nullopt;
-  checkConfig(*given, padded, false, space, pass);
+  checkConfig(*given, padded, false, space, persistent);
   if (mask.block_m() % (*given)["BLOCK_M"] || mask.block_n() % (*given)["BLOCK_N"])
     fail("config " + given->str() + ": BLOCK_M and BLOCK_N must divide the mask's blocks " +
          std::to_string(mask.block_m()) + "x" + std::to_string(mask.block_n()));
@@ -1017,8 +1005,7 @@ void BlockSparseAttention::forward(const TensorView &q, const TensorView &k, con
     fail("options.causal must be false: the block mask (and mask_mod) says which keys each query sees");
   checkMask(mask, p);
   const int64_t padded = paddedHeadDim(p.head_dim);
-  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "block_sparse_forward_configs",
-                                                                Pass::sparse_forward);
+  const std::optional<dsl::Config> given = sparseConfig(options.config, mask, padded, "block_sparse_forward_configs", true);
   std::optional<jit::DeviceGuard> onTheirGpu;
   guardDevice(onTheirGpu, {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}});
   if (o.numel() == 0)

@@ -97,47 +97,33 @@ template <typename T> Kernel forward() {
       auto load_v = [&](const Tile &first, int64_t width, bool masked, bool deferred) {
         return values.load(first, width, dims, readable(first + arange(0, width), masked, deferred));
       };
-      // With SCORE_PARTS = n a key block's Q K^T is n dots of width / n keys each, waited for
-      // in turn: the row max of the first part's scores runs while the next part's dot is in
-      // flight (a 64 x 256 block's 64-deep FMNMX chain otherwise comes before the first
-      // exponential), then one P @ V a part.
-      const int64_t parts = cfg.get("SCORE_PARTS", 1);
       auto visit = [&](Tile begin, Tile end, bool masked, int64_t width) {
-        const int64_t part_width = width / parts;
         for_range(begin, end, width, softmax.state(), [&](Tile start) {
-          // Part 0 starts at `start` itself: with one part the kernel traces the ops it always did.
-          auto part_start = [&](int64_t part) { return part == 0 ? start : start + part * part_width; };
-          std::vector<Tile> scores; // the softmax scales them by qk_scale
-          for (int64_t part = 0; part < parts; ++part) {
-            Tile first = part_start(part);
-            // The dot reads K transposed.
-            Tile k_tile = keys.load(first, part_width, dims, readable(first + arange(0, part_width), masked, false));
-            scores.push_back(dot(q_tile, trans(k_tile)));
-          }
+          Tile cols = start + arange(0, width);
+          // The dot reads K transposed.
+          Tile k_tile = keys.load(start, width, dims, readable(cols, masked, false));
+          Tile qk = dot(q_tile, trans(k_tile));
           if (overlap)
             softmax.multiply_pending(load_v(start - bn, bn, masked, true));
+          Tile scores = qk; // the softmax scales them by qk_scale
           auto mask = [&] { // keys past n_kv, or with the causal mask those past the diagonal
-            for (int64_t part = 0; part < parts; ++part)
-              scores[part] = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1),
-                                                 expand_dims(arange(0, part_width), 0), row_start,
-                                                 part_start(part), n_kv, diagonal),
-                                   scores[part], -INFINITY);
+            scores = where(*visiblePairs(true, causal, expand_dims(arange(0, bm), 1), expand_dims(arange(0, width), 0),
+                                         row_start, start, n_kv, diagonal),
+                           scores, -INFINITY);
           };
           if (masked && skip_visible) {
             // Some key of the block lies past n_kv, or past the diagonal of the block's first row.
             Tile needs_mask = start + width > n_kv;
             if (causal)
               needs_mask = needs_mask || start + width - 1 > row_start + diagonal;
-            if_(needs_mask, Carried(scores.begin(), scores.end()), mask);
+            if_(needs_mask, {scores}, mask);
           } else if (masked) {
             mask();
           }
           if (overlap)
-            softmax.add_deferred(scores.front(), qk_scale);
+            softmax.add_deferred(scores, qk_scale);
           else
-            softmax.add(scores, qk_scale, [&](size_t part) {
-              return load_v(part_start(int64_t(part)), part_width, masked, false);
-            });
+            softmax.add(scores, qk_scale, [&] { return load_v(start, width, masked, false); });
         });
       };
       if (split)

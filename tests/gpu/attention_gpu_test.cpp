@@ -227,15 +227,6 @@ TEST_F(GpuTest, AttentionForwardTreeRowMaxima) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"tree_max", 1}}, 2, 1111, 4, {64});
 }
 
-// Each key block's scores in parts, one dot each (config knob SCORE_PARTS), on the configs in
-// ping-pong (in the plain order): 2 and 4 parts, narrower masked blocks in 2; persistent.
-TEST_F(GpuTest, AttentionForwardScoreParts) {
-  for (int64_t parts : {2, 4})
-    checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"SCORE_PARTS", parts}}, 2, 1111, 4);
-  checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", 64}, {"SCORE_PARTS", 2}}, 2, 1111, 4);
-  checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"SCORE_PARTS", 2}, {"PERSISTENT", 1}}, 4, 4224, 8, {64});
-}
-
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -182,16 +182,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 300, 280, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1,WIDE_MASKED_BLOCKS=1"},
                       Case{1, 200, 333, 2, 1, 128, true, false, DType::bf16,
                            "ping_pong=1,OVERLAP_SOFTMAX=0,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
-                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"},
-                      // Each key block's scores in parts (SCORE_PARTS), one dot each: masked
-                      // parts (the diagonal offset both ways, a ragged end) also behind the
-                      // skip of the mask; persistent programs; no mask; d = 128.
-                      Case{1, 300, 300, 2, 1, 64, true, false, DType::f16,
-                           "ping_pong=1,OVERLAP_SOFTMAX=0,MASKED_BLOCK_N=128,SKIP_VISIBLE_MASKS=1,SCORE_PARTS=2"},
-                      Case{2, 150, 333, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,OVERLAP_SOFTMAX=0,SCORE_PARTS=4"},
-                      Case{2, 300, 280, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1,OVERLAP_SOFTMAX=0,SCORE_PARTS=2"},
-                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,OVERLAP_SOFTMAX=0,SCORE_PARTS=2"},
-                      Case{1, 200, 333, 2, 1, 128, false, true, DType::bf16, "ping_pong=1,OVERLAP_SOFTMAX=0,SCORE_PARTS=2"}));
+                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -301,14 +292,6 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   expectError("WIDE_MASKED_BLOCKS must be 0 or 1");
   options.config->set("WIDE_MASKED_BLOCKS", 1);
   expectError("WIDE_MASKED_BLOCKS needs MASKED_BLOCK_N below BLOCK_N");
-  options.config->set("WIDE_MASKED_BLOCKS", 0);
-  for (int64_t parts : {int64_t(0), int64_t(3), options.config->get("BLOCK_N", 0)}) {
-    options.config->set("SCORE_PARTS", parts);
-    expectError("SCORE_PARTS must be a power of two leaving MASKED_BLOCK_N / SCORE_PARTS >= 16");
-  }
-  options.config->set("SCORE_PARTS", 2);
-  options.config->set("OVERLAP_SOFTMAX", 1);
-  expectError("SCORE_PARTS above 1 needs OVERLAP_SOFTMAX = 0");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
@@ -502,9 +485,6 @@ TEST_F(AttentionBackwardErrors, NameTheArgumentAndTheProblem) {
   options.keys_values_config = attention_backward_configs(32, false, BackwardPass::keys_values).front();
   options.keys_values_config->set("PERSISTENT", 1);
   expectError(dq.view, dk.view, "PERSISTENT is only for the forward passes (dense and block-sparse)");
-  options.keys_values_config->set("PERSISTENT", 0);
-  options.keys_values_config->set("SCORE_PARTS", 2);
-  expectError(dq.view, dk.view, "SCORE_PARTS is only for attention_forward");
 }
 
 // The causal kernels' heaviest-first order (detail::gridBlock): over a grid (5, 7) with chunks

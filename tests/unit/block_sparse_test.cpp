@@ -568,10 +568,6 @@ TEST_F(BlockSparse, RejectsMasksThatDoNotFitTheInputs) {
   persistent.config = attention_forward_configs(32, false).front();
   persistent.config->set("PERSISTENT", 3);
   expectError(BlockMask::causal(1, 64, 64, 128, 128), persistent, "PERSISTENT must be 0 or 1");
-  AttentionOptions parts; // the dense forward's knob
-  parts.config = attention_forward_configs(32, false).front();
-  parts.config->set("SCORE_PARTS", 2);
-  expectError(BlockMask::causal(1, 64, 64, 128, 128), parts, "SCORE_PARTS is only for attention_forward");
 }
 
 } // namespace

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <functional>
 #include <optional>
-#include <vector>
 
 namespace tessera::kernels {
 
@@ -35,19 +34,10 @@ struct OnlineSoftmax {
   /// wants it).
   void add(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale,
            const std::function<dsl::Tile()> &load_v) {
-    add(std::vector<dsl::Tile>{scores}, scale, [&](size_t) { return load_v(); });
-  }
-  /// The same for a block whose scores come in `parts` along the keys (one dot each), with
-  /// `load_v(i)` part i's V: one row max and rescale for the block, one P @ V a part.
-  void add(const std::vector<dsl::Tile> &parts, const std::optional<dsl::Tile> &scale,
-           const std::function<dsl::Tile(size_t)> &load_v) {
     using namespace tessera::dsl;
-    Tile alpha;
-    std::vector<Tile> p = fold(parts, scale, alpha);
-    for (size_t i = 0; i < p.size(); ++i) {
-      Tile v = load_v(i);
-      acc = dot(p[i].to(v.dtype()), v, i == 0 ? acc * expand_dims(alpha, 1) : acc);
-    }
+    Tile alpha, p = fold(scores, scale, alpha);
+    Tile v = load_v();
+    acc = dot(p.to(v.dtype()), v, acc * expand_dims(alpha, 1));
   }
 
   /// FlashAttention-3's order, for Hopper's asynchronous wgmma: each block's P @ V is issued
@@ -60,7 +50,7 @@ struct OnlineSoftmax {
   void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
   void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
   void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
-    dsl::Tile alpha, p = fold({scores}, scale, alpha).front();
+    dsl::Tile alpha, p = fold(scores, scale, alpha);
     // Unconditional: leaving the rescale out altogether (the most FlashAttention-4's lazy
     // rescaling could save) made the H200's d = 128 forward only 1.5% faster.
     acc = acc * dsl::expand_dims(alpha, 1);
@@ -87,26 +77,18 @@ struct OnlineSoftmax {
   }
 
 private:
-  /// The running max and sum updated with a block's scores, in parts along its keys (times
-  /// `scale`); returns each part's exponentials and sets `alpha`, the factor that rescales what
-  /// was accumulated before.
-  std::vector<dsl::Tile> fold(const std::vector<dsl::Tile> &parts, const std::optional<dsl::Tile> &scale,
-                              dsl::Tile &alpha) {
+  /// The running max and sum updated with `scores` (times `scale`); returns their
+  /// exponentials and sets `alpha`, the factor that rescales what was accumulated before.
+  dsl::Tile fold(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale, dsl::Tile &alpha) {
     using namespace tessera::dsl;
     // The max of the raw scores, then scaled: one multiply a row, not one a score.
-    Tile block_max = max(parts.front(), 1);
-    for (size_t i = 1; i < parts.size(); ++i)
-      block_max = maximum(block_max, max(parts[i], 1));
+    Tile block_max = max(scores, 1);
     Tile new_max = maximum(row_max, scale ? block_max * *scale : block_max);
     // A row that has seen only masked keys keeps max -inf; subtract 0 there, not -inf.
     Tile shift = where(new_max == -INFINITY, 0.0, new_max), row_shift = expand_dims(shift, 1);
-    std::vector<Tile> p;
-    for (const Tile &scores : parts)
-      p.push_back(exp2_shifted(scores, scale, row_shift));
+    Tile p = exp2_shifted(scores, scale, row_shift);
     alpha = exp2(row_max - shift);
-    row_sum = row_sum * alpha + sum(p.front(), 1);
-    for (size_t i = 1; i < p.size(); ++i)
-      row_sum = row_sum + sum(p[i], 1);
+    row_sum = row_sum * alpha + sum(p, 1);
     row_max = new_max;
     return p;
   }
