@@ -11,7 +11,8 @@ Each protocol runs three rounds; the median round counts, so that neither side p
 the heat the other left. The forward, or with the argument "bwd" the backward alone (tessera's
 with dQ added in the dK/dV pass, deterministic=False; cuDNN's through autograd, the forward's
 outputs kept). JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and D:N pairs
-(e.g. 64:4096) keep only those. Where tessera tunes, its trials and pick go to stderr
+(e.g. 64:4096) keep only those; D:N:H runs that many heads instead (e.g. 128:4096:33, where
+the 128-row tiles fill whole waves of 132 SMs). Where tessera tunes, its trials and pick go to stderr
 (TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it.
     PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096]"""
 import json
@@ -32,10 +33,10 @@ HIDE_HOST_CYCLES = 400_000  # longer than the host's 40-120 us after a sync (H20
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def inputs(dtype, d, n):
-    """q, k, v, dout of the shape for (d, n) (batch*N = 16k, heads = 2048/D), standard normal,
-    (batch, heads, n, d) in memory as SDPA takes them, seen as (batch, n, heads, d) views."""
-    b, h = 16384 // n, 2048 // d
+def inputs(dtype, d, n, h):
+    """q, k, v, dout of the shape for (d, n, h) (batch*N = 16k), standard normal, (batch, heads,
+    n, d) in memory as SDPA takes them, seen as (batch, n, heads, d) views."""
+    b = 16384 // n
     return tuple(torch.randn(b, h, n, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(4))
 
 
@@ -52,25 +53,24 @@ def providers(mode, cudnn, q, k, v, dout, causal):
 
 def cases(args):
     """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
-    "bwd", D:N pairs; else both dtypes, D 64 and 128, N 4096-16384), causal or not, each call
-    run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
+    "bwd", D:N or D:N:H; else both dtypes, D 64 and 128, N 4096-16384, heads 2048/D), causal or
+    not, each call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     chosen = [a for a in args if a in DTYPES] or list(DTYPES)
     only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a]
+    shapes = [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only] or \
+        [(d, n, 2048 // d) for d in (64, 128) for n in (4096, 8192, 16384)]
     mode = "bwd" if "bwd" in args else "fwd"
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
     for dname in chosen:
-        for d in (64, 128):
-            for n in (4096, 8192, 16384):
-                if only and (d, n) not in only:
-                    continue
-                q, k, v, dout = inputs(DTYPES[dname], d, n)
-                for causal in (False, True):
-                    calls = providers(mode, cudnn, q, k, v, dout, causal)
-                    for run in calls.values():
-                        run()
-                    torch.cuda.synchronize()
-                    yield ({"dtype": dname, "B": 16384 // n, "H": 2048 // d, "N": n, "D": d, "causal": causal,
-                            "mode": mode}, calls)
+        for d, n, h in shapes:
+            q, k, v, dout = inputs(DTYPES[dname], d, n, h)
+            for causal in (False, True):
+                calls = providers(mode, cudnn, q, k, v, dout, causal)
+                for run in calls.values():
+                    run()
+                torch.cuda.synchronize()
+                yield ({"dtype": dname, "B": 16384 // n, "H": h, "N": n, "D": d, "causal": causal,
+                        "mode": mode}, calls)
 
 
 def main():

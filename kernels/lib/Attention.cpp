@@ -127,9 +127,13 @@ jit::GridFn blockGrid(int64_t rows, const char *block, int64_t programs) {
   };
 }
 
-/// Where the forward's arguments hold n_q, the batch count, and (its last) the persistent causal
-/// programs' plan.
+/// Where the forward's arguments hold n_q (n_kv and heads_q follow), the batch count, and (its
+/// last) the persistent causal programs' plan.
 constexpr size_t kForwardNq = 5, kForwardBatches = 23, kForwardSchedule = 25;
+/// The same in the backward passes' arguments (attention_backward): dQ's, and dK/dV's, whose
+/// last two are its dQ workspace and batch x heads.
+constexpr size_t kQueriesNq = 7, kQueriesBatches = 28;
+constexpr size_t kKeysValuesNq = 8, kKeysValuesBatches = 32, kKeysValuesDqAccum = 33;
 
 /// The forward's `schedule` for `config`: the plan of its persistent causal programs (over as
 /// many tiles as the grid has programs for), else none.
@@ -182,9 +186,9 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = tuners[{pass, dtype, padded, causal}];
   if (!slot) {
-    // Where n_q (n_kv and heads_q follow) and the batch count are among the arguments.
-    const size_t n_q = !pass ? kForwardNq : pass == BackwardPass::queries ? 7 : 8,
-                 batches = !pass ? kForwardBatches : pass == BackwardPass::queries ? 28 : 32;
+    const bool queries = pass == BackwardPass::queries;
+    const size_t n_q = !pass ? kForwardNq : queries ? kQueriesNq : kKeysValuesNq,
+                 batches = !pass ? kForwardBatches : queries ? kQueriesBatches : kKeysValuesBatches;
     jit::Autotuner::Options options;
     options.key_extra = [n_q, batches](const std::vector<dsl::LaunchArg> &args) {
       return detail::attention_tuning_key(args, n_q, batches);
@@ -196,12 +200,13 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
       options.specialize = [n_q](dsl::Config &config, const std::vector<dsl::LaunchArg> &args) {
         markEvenBlocks(config, args[n_q].integer(), args[n_q + 1].integer());
       };
-      // The pass adding dQ sums into its workspace (dq_accum, argument 33, over batch_heads, 34):
-      // each timed run starts from the zeros the delta pass left.
+      // The pass adding dQ sums into its workspace (over batch x heads rows of blocks): each
+      // timed run starts from the zeros the delta pass left.
       if (*pass == BackwardPass::keys_values_adding_dq)
         options.restore = [n_q, padded](const std::vector<dsl::LaunchArg> &args) {
-          const size_t bytes = size_t(args[34].integer()) * detail::dqAccumRowsOf(args[n_q].integer()) * padded * 4;
-          return std::vector<std::pair<size_t, size_t>>{{33, bytes}};
+          const size_t bytes = size_t(args[kKeysValuesDqAccum + 1].integer()) *
+                               detail::dqAccumRowsOf(args[n_q].integer()) * padded * 4;
+          return std::vector<std::pair<size_t, size_t>>{{kKeysValuesDqAccum, bytes}};
         };
       slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[*pass == BackwardPass::queries ? 2 : 1],
                                               attention_backward_configs(padded, causal, *pass), options);
