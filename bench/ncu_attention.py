@@ -20,7 +20,8 @@ def main():
     dtype = DTYPES[next((a for a in sys.argv[1:] if a in DTYPES), "f16")]
     d, n = next((tuple(int(x) for x in a.split(":")) for a in sys.argv[1:] if ":" in a), (128, 4096))
     mode = "bwd" if "bwd" in sys.argv[1:] else "fwd"
-    calls = providers(mode, sdpa(SDPBackend.CUDNN_ATTENTION), *inputs(dtype, d, n), "causal" in sys.argv[1:])
+    calls = providers(mode, sdpa(SDPBackend.CUDNN_ATTENTION), *inputs(dtype, d, n, 2048 // d),
+                      "causal" in sys.argv[1:])
     for run in calls.values():  # tessera's three, then cuDNN's
         for _ in range(3):
             run()

@@ -51,13 +51,15 @@ def sampled_stalls(report, kernel):
         for reason in reasons:
             its[reason] = int(field[reason] or 0)
             by_reason[reason][opcode] += its[reason]
-        instructions.append((field.get("Address", "?"), source, samples, its))
+        instructions.append((field.get("Address", "?"), source, samples, its, int(
+            field.get("Instructions Executed", "0").replace(",", "") or 0)))
     return by_reason, total, instructions
 
 
 def main():
     report = sys.argv[1]
     hot = int(sys.argv[sys.argv.index("--hot") + 1]) if "--hot" in sys.argv else 0
+    spans = [sys.argv[i + 1].split(":", 1) for i, a in enumerate(sys.argv) if a == "--phases"]
     names, ratios = stall_ratios(report)
     print("warp cycles stalled per issued instruction")
     print(f"  {'reason':22s} " + " ".join(f"{n[:14]:>14s}" for n in names))
@@ -72,9 +74,31 @@ def main():
             print(f"  {reason:20s} {count:7d} {100 * count / max(total, 1):5.1f}%  {top}")
         if hot:
             print(f"  the {hot} instructions with the most samples:")
-        for address, source, samples, its in sorted(instructions, key=lambda i: -i[2])[:hot]:
+        for address, source, samples, its, _ in sorted(instructions, key=lambda i: -i[2])[:hot]:
             top = ", ".join(f"{r[len('stall_'):]} {n}" for r, n in its.most_common(3) if n)
             print(f"  {address:>8s} {100 * samples / max(total, 1):5.1f}%  {source[:56]:56s} {top}")
+        for kernel, span in spans:
+            if kernel in name:
+                print_phases(instructions, total, *(int(x, 16) for x in span.split("-")))
+
+
+def print_phases(instructions, total, lo, hi):
+    """The samples of the instructions at offsets [lo, hi] (from the kernel's first), summed
+    from one barrier, wgmma or branch to the next."""
+    base = int(instructions[0][0], 16)
+    print(f"  phases of {lo:#x}-{hi:#x}:")
+    phases = []
+    for address, source, samples, its, executed in instructions:
+        if not lo <= int(address, 16) - base <= hi:
+            continue
+        if not phases or re.search(r"DEPBAR|HGMMA|BAR\.|SYNCS|BRA|WARPGROUP\.ARRIVE", source):
+            phases.append([f"{int(address, 16) - base:#x} {' '.join(source.split())[:56]}", 0, collections.Counter(), 0])
+        phases[-1][1] += samples
+        phases[-1][2].update(its)
+        phases[-1][3] += executed
+    for label, samples, its, executed in phases:
+        top = ", ".join(f"{r[len('stall_'):]} {n}" for r, n in its.most_common(3) if n)
+        print(f"  {label:66s} {samples:6d} {100 * samples / max(total, 1):5.1f}%  {executed / 1e6:6.2f}M instr  {top}")
 
 
 if __name__ == "__main__":
