@@ -208,7 +208,7 @@ jit::Autotuner &tunerFor(std::optional<BackwardPass> pass, dsl::DType dtype, int
                                detail::dqAccumRowsOf(args[n_q].integer()) * padded * 4;
           return std::vector<std::pair<size_t, size_t>>{{kKeysValuesDqAccum, bytes}};
         };
-      slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[*pass == BackwardPass::queries ? 2 : 1],
+      slot = std::make_unique<jit::Autotuner>(backwardKernels(dtype)[queries ? 2 : 1],
                                               attention_backward_configs(padded, causal, *pass), options);
     }
   }
