@@ -136,10 +136,7 @@ int attention(const std::map<std::string, int64_t> &flags, bool causal, bool bf1
   auto run = [&] { kernels::attention_forward(view(q, N, H), view(k, Nkv, Hkv), view(v, Nkv, Hkv), view(o, N, H), lseView, options); };
   run();
   jit::synchronize();
-  std::vector<uint16_t> bits(qf.size());
-  o.copy_to_host(bits.data(), bits.size() * 2);
-  std::vector<float> got(bits.size());
-  std::transform(bits.begin(), bits.end(), got.begin(), [&](uint16_t x) { return from_16bit(x, dtype); });
+  std::vector<float> got = bench::readHalves(o, dtype, qf.size());
 
   // The check: fp64 reference and a naive same-dtype attention on the same inputs.
   const double scale = 1 / std::sqrt(double(D));

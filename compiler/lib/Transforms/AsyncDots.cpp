@@ -5,8 +5,6 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-#include <optional>
-
 namespace tessera {
 #define GEN_PASS_DEF_TILEASYNCDOTS
 #include "tessera/compiler/Transforms/Passes.h.inc"
@@ -123,16 +121,17 @@ void keepInFlight(scf::ForOp loop, ArrayRef<DotOp> carried, int64_t count, Opera
 /// reads a wait_group 2 after a wait_group 1 as if the groups between were in flight again and
 /// serializes every wgmma of the kernel (C7514) when their results were read in between.
 void tightenWaits(Block &block) {
-  std::optional<int64_t> inFlight = 0; // at most; unknown after ops holding async work
+  constexpr int64_t unknown = -1; // after ops holding async work
+  int64_t inFlight = 0;            // at most
   for (Operation &op : block) {
     if (holdsAsyncWork(&op)) {
-      inFlight.reset();
+      inFlight = unknown;
     } else if (isAsyncDot(&op)) {
-      if (inFlight)
-        ++*inFlight;
+      if (inFlight != unknown)
+        ++inFlight;
     } else if (auto wait = dyn_cast<DotWaitOp>(op)) {
-      if (inFlight && wait.getPending() > *inFlight)
-        wait.setPending(*inFlight);
+      if (inFlight != unknown && wait.getPending() > inFlight)
+        wait.setPending(inFlight);
       inFlight = wait.getPending();
     }
   }

@@ -97,11 +97,17 @@ SmallVector<Value> nextIteration(OpBuilder &b, scf::ForOp loop, Block *body, Arr
   auto yield = cast<scf::YieldOp>(body->getTerminator());
   Location loc = loop.getLoc();
   IRMapping map;
-  Value exists = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
+  Value exists; // made where some recomputed value needs it
   SmallVector<Value> next{arith::AddIOp::create(b, loc, args[0], loop.getStep())};
-  for (auto [i, yielded] : llvm::enumerate(yield.getOperands()))
-    next.push_back(isIndexMath(yielded, body, &constants) ? recompute(b, yielded, map, body, args, exists)
-                                                          : args[i + 1]);
+  for (auto [i, yielded] : llvm::enumerate(yield.getOperands())) {
+    if (!isIndexMath(yielded, body, &constants)) {
+      next.push_back(args[i + 1]);
+      continue;
+    }
+    if (!exists)
+      exists = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, args[0], loop.getUpperBound());
+    next.push_back(recompute(b, yielded, map, body, args, exists));
+  }
   return next;
 }
 
