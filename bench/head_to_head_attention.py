@@ -51,6 +51,16 @@ def providers(mode, cudnn, q, k, v, dout, causal):
             "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
 
 
+def alternating_medians(calls, measure, rounds=ROUNDS):
+    """({name: median}, {name: [each round's]}) of measure(call) over `rounds` rounds, in each
+    of which every call is measured once in turn: neither profits from the heat the other left."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, run in calls.items():
+            times[name].append(measure(run))
+    return {name: statistics.median(t) for name, t in times.items()}, times
+
+
 def cases(args):
     """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
     "bwd", D:N or D:N:H; else both dtypes, D 64 and 128, N 4096-16384, heads 2048/D), causal or
@@ -84,11 +94,7 @@ def main():
         for protocol, measure in (("from_rest", lambda run: median_ms_from_rest(run, 10, 100)),
                                   ("from_rest_kernels", lambda run: median_ms_from_rest(run, 10, 100, HIDE_HOST_CYCLES)),
                                   ("sustained", lambda run: sustained_ms(run, count))):
-            rounds = {name: [] for name in calls}
-            for _ in range(ROUNDS):
-                for name, run in calls.items():
-                    rounds[name].append(measure(run))
-            ms = {name: statistics.median(times) for name, times in rounds.items()}
+            ms, rounds = alternating_medians(calls, measure)
             print(f"{case['dtype']:5s} {case['D']:4d} {case['N']:6d} {case['causal']!s:6s} {case['mode']} "
                   f"{protocol:17s} {ms['tessera']:8.3f} {ms['cudnn']:8.3f} {ms['cudnn'] / ms['tessera']:5.2f}x",
                   flush=True)

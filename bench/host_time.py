@@ -16,10 +16,10 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import tessera
-from head_to_head_attention import DTYPES, inputs
+from head_to_head_attention import DTYPES, alternating_medians, inputs
 from peers_attention import sdpa
 
-ROUNDS, CALLS = 3, 200
+CALLS = 200
 
 
 def host_us(run):
@@ -58,12 +58,7 @@ def main():
         for d, n in shapes:
             q, k, v, _ = inputs(DTYPES[dname], d, n, 2048 // d)
             for causal in (False, True):
-                runs = calls(q, k, v, causal)
-                rounds = {name: [] for name in runs}
-                for _ in range(ROUNDS):
-                    for name, run in runs.items():
-                        rounds[name].append(host_us(run))
-                us = {name: statistics.median(times) for name, times in rounds.items()}
+                us, rounds = alternating_medians(calls(q, k, v, causal), host_us)
                 print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {us['tessera']:8.1f} {us['tessera_native']:8.1f} "
                       f"{us['cudnn']:8.1f}", flush=True)
                 out.write(json.dumps({"kind": "attn_host_time", "dtype": dname, "B": 16384 // n, "H": 2048 // d,
