@@ -227,6 +227,15 @@ TEST_F(GpuTest, AttentionForwardTreeRowMaxima) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"tree_max", 1}}, 2, 1111, 4, {64});
 }
 
+// The last deferred P @ V's V staged for wgmma in the scratch (compiler knob b_in_scratch) where
+// no TMA stage holds it: persistent programs walking several tiles (the stage refilled each
+// tile, after the previous tile's O went through the same memory), and every overlapped
+// config, on tiles of pointers too.
+TEST_F(GpuTest, AttentionForwardLastProductFromTheScratch) {
+  checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"b_in_scratch", 1}}, 4, 4224, 8);
+  checkSpacesWith("OVERLAP_SOFTMAX", {{"b_in_scratch", 1}}, 2, 1111, 4);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -176,3 +176,42 @@ func.func @alignments(%n: i32) {
   }
   return
 }
+
+// -----
+
+#big = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]>
+#row = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>
+
+// A dot operand's stage in the scratch (tile.in_scratch) starts where the scratch does, after
+// the rings, 1024-byte aligned; the scratch takes the larger of it and each op's. An op using
+// the scratch that may run after the stage's store (later, or in a loop around it) first waits
+// for every warp (tile.barrier_before_scratch): another warpgroup's dot may still read it.
+// CHECK-LABEL: func.func @stage_in_scratch
+// CHECK-SAME: tile.shared_memory = 50176 : i64
+// CHECK: tile.shared_alloc {tile.in_scratch, tile.smem_offset = 17408 : i64} : !tile.shared<1 x tensor<128x128xf16>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<128x64xf16>>
+// CHECK: tile.shared_alloc {tile.smem_offset = 16384 : i64} : !tile.shared<2 x tensor<1xi64>>
+// CHECK: tile.convert_layout {{.*}}{tile.smem_offset = 17408 : i64}
+// CHECK: scf.for
+// CHECK: tile.convert_layout {{.*}}{tile.barrier_before_scratch, tile.smem_offset = 17408 : i64}
+// CHECK: tile.shared_store
+// CHECK: tile.convert_layout {{.*}}{tile.barrier_before_scratch, tile.smem_offset = 17408 : i64}
+func.func @stage_in_scratch(%y: tensor<128xf32, #tile.slice<dim = 1, parent = #big>>, %t: tensor<128x128xf16, #big>, %n: i32) {
+  %v = tile.shared_alloc {tile.in_scratch} : !tile.shared<1 x tensor<128x128xf16>>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %x = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16>
+  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
+  // Before the loop that stores the stage: the store's own barrier orders it.
+  %before = tile.convert_layout %y : tensor<128xf32, #tile.slice<dim = 1, parent = #big>> -> tensor<128xf32, #row>
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    // Earlier in the loop's body, but after the previous iteration's store.
+    %early = tile.convert_layout %y : tensor<128xf32, #tile.slice<dim = 1, parent = #big>> -> tensor<128xf32, #row>
+    tile.shared_store %t, %v[%c0] : tensor<128x128xf16, #big>, !tile.shared<1 x tensor<128x128xf16>>
+    %w = tile.shared_load %v[%c0] : !tile.shared<1 x tensor<128x128xf16>> -> tensor<128x128xf16>
+  }
+  %after = tile.convert_layout %y : tensor<128xf32, #tile.slice<dim = 1, parent = #big>> -> tensor<128xf32, #row>
+  return
+}

@@ -260,3 +260,32 @@ func.func @wait_already_done(%x: tensor<128x64xf16, #a>, %acc: tensor<128x64xf32
   %added = arith.mulf %dq, %scale : tensor<128x64xf32, #mma>
   return %dv, %added, %dk : tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+#row = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [8], order = [0]>
+
+// A dot reading a stage in the scratch's memory (tile.in_scratch) is waited for before the
+// next op using the scratch, which would overwrite the stage, even where that op does not read
+// the dot's result.
+// CHECK-LABEL: func.func @stage_in_scratch
+// CHECK: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[OW:.*]] = tile.dot_wait %[[O]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: tile.convert_layout
+// CHECK: arith.mulf %[[OW]]
+func.func @stage_in_scratch(%p: tensor<128x128xf16, #a>, %acc: tensor<128x128xf32, #mma>,
+                            %l: tensor<128xf32, #tile.slice<dim = 1, parent = #mma>>)
+    -> (tensor<128x128xf32, #mma>, tensor<128xf32, #row>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %scale = arith.constant dense<0.5> : tensor<128x128xf32, #mma>
+  %v = tile.shared_alloc {tile.in_scratch, tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<128x128xf16>>
+  %vs = tile.shared_load %v[%c0] : !tile.shared<1 x tensor<128x128xf16>> -> tensor<128x128xf16, #b>
+  %o = tile.dot %p, %vs, %acc : tensor<128x128xf16, #a> * tensor<128x128xf16, #b> -> tensor<128x128xf32, #mma>
+  %lr = tile.convert_layout %l {tile.smem_offset = 0 : i64} : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>> -> tensor<128xf32, #row>
+  %out = arith.mulf %o, %scale : tensor<128x128xf32, #mma>
+  return %out, %lr : tensor<128x128xf32, #mma>, tensor<128xf32, #row>
+}

@@ -97,3 +97,63 @@ func.func @mma_sync(%p: tensor<64x128xf16, #s>, %v: tensor<64x64xf16, #tile.dot_
   %d = tile.dot %pt, %vb, %zero : tensor<128x64xf16, #tile.dot_op<opIdx = 0, parent = #kv>> * tensor<64x64xf16, #tile.dot_op<opIdx = 1, parent = #kv>> -> tensor<128x64xf32, #kv>
   return %d : tensor<128x64xf32, #kv>
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#blk = #tile.blocked<sizePerThread = [1, 8], threadsPerWarp = [2, 16], warpsPerCTA = [8, 1], order = [1, 0]>
+
+// With tile.b_in_scratch, a B operand computed in registers outside the loop bodies (the
+// forward's last deferred P @ V in a persistent loop, its V loaded by the consumers) goes to a
+// stage that takes the scratch's memory (tile.in_scratch), stored right before the dot, which
+// then reads it as wgmma does instead of on mma.sync. In a loop body the conversion stays, and
+// without the attribute.
+// CHECK-LABEL: func.func @epilogue_b
+// CHECK: %[[V:.*]] = tile.shared_alloc {tile.in_scratch} : !tile.shared<1 x tensor<128x128xf16>>
+// CHECK: scf.if
+// CHECK: %[[C:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: tile.shared_store %{{.*}}, %[[V]][%[[C]]]
+// CHECK-NEXT: %[[VB:.*]] = tile.shared_load %[[V]][%[[C]]] : !tile.shared<1 x tensor<128x128xf16>> -> tensor<128x128xf16, #tile.dot_op<opIdx = 1
+// CHECK-NEXT: tile.dot %{{.*}}, %[[VB]]
+// CHECK-NOT: tile.convert_layout
+// CHECK-LABEL: func.func @loop_b
+// CHECK-NOT: tile.in_scratch
+// CHECK: scf.for
+// CHECK: tile.convert_layout
+// CHECK-LABEL: func.func @not_asked
+// CHECK-NOT: tile.in_scratch
+// CHECK: tile.convert_layout
+func.func @epilogue_b(%c: i1, %x: tensor<128x128xf16, #blk>, %p: tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>,
+                      %acc: tensor<128x128xf32, #mma>) -> tensor<128x128xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.b_in_scratch} {
+  %r = scf.if %c -> (tensor<128x128xf32, #mma>) {
+    %v = arith.addf %x, %x : tensor<128x128xf16, #blk>
+    %vb = tile.convert_layout %v : tensor<128x128xf16, #blk> -> tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+    %d = tile.dot %p, %vb, %acc : tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<128x128xf32, #mma>
+    scf.yield %d : tensor<128x128xf32, #mma>
+  } else {
+    scf.yield %acc : tensor<128x128xf32, #mma>
+  }
+  return %r : tensor<128x128xf32, #mma>
+}
+func.func @loop_b(%n: i32, %x: tensor<128x128xf16, #blk>, %p: tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>,
+                  %acc: tensor<128x128xf32, #mma>) -> tensor<128x128xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma, tile.b_in_scratch} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %acc) -> (tensor<128x128xf32, #mma>) : i32 {
+    %v = arith.addf %x, %x : tensor<128x128xf16, #blk>
+    %vb = tile.convert_layout %v : tensor<128x128xf16, #blk> -> tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+    %d = tile.dot %p, %vb, %a : tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<128x128xf32, #mma>
+    scf.yield %d : tensor<128x128xf32, #mma>
+  }
+  return %r : tensor<128x128xf32, #mma>
+}
+func.func @not_asked(%x: tensor<128x128xf16, #blk>, %p: tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>>,
+                     %acc: tensor<128x128xf32, #mma>) -> tensor<128x128xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %v = arith.addf %x, %x : tensor<128x128xf16, #blk>
+  %vb = tile.convert_layout %v : tensor<128x128xf16, #blk> -> tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>>
+  %d = tile.dot %p, %vb, %acc : tensor<128x128xf16, #tile.dot_op<opIdx = 0, parent = #mma>> * tensor<128x128xf16, #tile.dot_op<opIdx = 1, parent = #mma>> -> tensor<128x128xf32, #mma>
+  return %d : tensor<128x128xf32, #mma>
+}
