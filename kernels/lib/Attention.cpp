@@ -335,9 +335,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // persistent loop the pipeliner does not stage that V through the TMA (it does so only for
   // loads outside every loop), so the consumers load it into registers, convert it through the
   // 32 KB scratch and multiply on mma.sync (sm_90a SASS: 128 HMMA a warp, 76 bytes of spills;
-  // 12-04j). Staging it takes 32 KB of shared memory these 225 KB configs do not have (a Q ring
-  // of one stage, or the scratch itself, could give it), so the plain order's persistent
-  // programs, which have no such product, are the first thing to time there.
+  // 12-04j). A TMA stage for it takes 32 KB of shared memory these 225 KB configs do not have;
+  // the compiler knob b_in_scratch stages it for wgmma in the scratch's memory instead (0 HMMA,
+  // 52 bytes of spills, 0 with Q_BLOCK_POINTER; not yet run on a GPU). To time there: that,
+  // and the plain order's persistent programs, which have no such product.
   // Causal persistent programs take the tiles the host plans (causal_schedule), balanced to a
   // light tile where the static order left the busiest program 1.04x the mean work (1.14x at d
   // = 128): f16 N = 4096 d = 64 0.673 ms against 0.688 not persistent; d = 128 0.510 against
