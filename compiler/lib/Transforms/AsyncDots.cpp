@@ -77,19 +77,28 @@ bool overwritesOperandOf(Operation *op, DotOp dot) {
          });
 }
 
-/// Whether `dot` reads a stage in the scratch's memory (tile.in_scratch), which the next op
-/// using the scratch overwrites.
+/// Whether `buffer` is a stage in the scratch's memory (tile.in_scratch).
+bool inScratch(Value buffer) {
+  auto alloc = buffer.getDefiningOp<SharedAllocOp>();
+  return alloc && alloc->hasAttr(kInScratchAttrName);
+}
+
+/// Whether `dot` reads a stage in the scratch's memory, which the next op using the scratch
+/// overwrites.
 bool readsScratchStage(DotOp dot) {
   return llvm::any_of(dot->getOperands(), [](Value operand) {
     auto load = operand.getDefiningOp<SharedLoadOp>();
-    auto alloc = load ? load.getBuffer().getDefiningOp<SharedAllocOp>() : SharedAllocOp();
-    return alloc && alloc->hasAttr(kInScratchAttrName);
+    return load && inScratch(load.getBuffer());
   });
 }
 
-/// Whether `op` (or an op in its regions) uses the scratch.
+/// Whether `op` (or an op in its regions) uses the scratch: as its own, or storing a stage in it.
 bool usesScratch(Operation *op) {
-  return op->walk([](Operation *inner) { return scratchBytes(inner) ? WalkResult::interrupt() : WalkResult::advance(); })
+  return op->walk([](Operation *inner) {
+             auto store = dyn_cast<SharedStoreOp>(inner);
+             return scratchBytes(inner) || (store && inScratch(store.getBuffer())) ? WalkResult::interrupt()
+                                                                                  : WalkResult::advance();
+           })
       .wasInterrupted();
 }
 

@@ -270,7 +270,7 @@ func.func @wait_already_done(%x: tensor<128x64xf16, #a>, %acc: tensor<128x64xf32
 
 // A dot reading a stage in the scratch's memory (tile.in_scratch) is waited for before the
 // next op using the scratch, which would overwrite the stage, even where that op does not read
-// the dot's result.
+// the dot's result: a conversion through the scratch, or a store into another such stage.
 // CHECK-LABEL: func.func @stage_in_scratch
 // CHECK: %[[O:.*]] = tile.dot {{.*}} {async}
 // CHECK-NEXT: %[[OW:.*]] = tile.dot_wait %[[O]] : {{.*}} {pending = 0 : i32}
@@ -288,4 +288,21 @@ func.func @stage_in_scratch(%p: tensor<128x128xf16, #a>, %acc: tensor<128x128xf3
   %lr = tile.convert_layout %l {tile.smem_offset = 0 : i64} : tensor<128xf32, #tile.slice<dim = 1, parent = #mma>> -> tensor<128xf32, #row>
   %out = arith.mulf %o, %scale : tensor<128x128xf32, #mma>
   return %out, %lr : tensor<128x128xf32, #mma>, tensor<128xf32, #row>
+}
+// CHECK-LABEL: func.func @two_stages_in_scratch
+// CHECK: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[OW:.*]] = tile.dot_wait %[[O]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: tile.shared_store
+func.func @two_stages_in_scratch(%p: tensor<128x128xf16, #a>, %acc: tensor<128x128xf32, #mma>,
+                                 %w: tensor<128x128xf16, #mma>) -> (tensor<128x128xf32, #mma>, tensor<128x128xf32, #mma>)
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %v = tile.shared_alloc {tile.in_scratch, tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<128x128xf16>>
+  %u = tile.shared_alloc {tile.in_scratch, tile.smem_offset = 0 : i64} : !tile.shared<1 x tensor<128x128xf16>>
+  %vs = tile.shared_load %v[%c0] : !tile.shared<1 x tensor<128x128xf16>> -> tensor<128x128xf16, #b>
+  %o = tile.dot %p, %vs, %acc : tensor<128x128xf16, #a> * tensor<128x128xf16, #b> -> tensor<128x128xf32, #mma>
+  tile.shared_store %w, %u[%c0] : tensor<128x128xf16, #mma>, !tile.shared<1 x tensor<128x128xf16>>
+  %us = tile.shared_load %u[%c0] : !tile.shared<1 x tensor<128x128xf16>> -> tensor<128x128xf16, #b>
+  %o2 = tile.dot %p, %us, %o : tensor<128x128xf16, #a> * tensor<128x128xf16, #b> -> tensor<128x128xf32, #mma>
+  return %o, %o2 : tensor<128x128xf32, #mma>, tensor<128x128xf32, #mma>
 }
