@@ -199,12 +199,12 @@ void placeWaits(Block &block) {
     // a stage the dot may be reading (a copy, a store into its operand's stage, an op using
     // the scratch its stage is in); the terminator at the latest.
     int64_t pending = 0;
-    const bool inScratch = readsScratchStage(dot);
+    const bool readsStageInScratch = readsScratchStage(dot);
     Operation *at = dot->getNextNode();
     for (;; at = at->getNextNode()) {
       bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
       if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || overwritesOperandOf(at, dot) ||
-          (inScratch && usesScratch(at)) || at->hasTrait<OpTrait::IsTerminator>())
+          (readsStageInScratch && usesScratch(at)) || at->hasTrait<OpTrait::IsTerminator>())
         break;
       pending += isAsyncDot(at);
     }
