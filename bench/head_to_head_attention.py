@@ -61,18 +61,21 @@ def alternating_medians(calls, measure, rounds=ROUNDS):
     return {name: statistics.median(t) for name, t in times.items()}, times
 
 
+def shapes(args, default):
+    """(D, N, heads) for each D:N (heads 2048/D) or D:N:H argument, else for each D:N of `default`."""
+    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a] or default
+    return [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only]
+
+
 def cases(args):
     """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
     "bwd", D:N or D:N:H; else both dtypes, D 64 and 128, N 4096-16384, heads 2048/D), causal or
     not, each call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     chosen = [a for a in args if a in DTYPES] or list(DTYPES)
-    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a]
-    shapes = [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only] or \
-        [(d, n, 2048 // d) for d in (64, 128) for n in (4096, 8192, 16384)]
     mode = "bwd" if "bwd" in args else "fwd"
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
     for dname in chosen:
-        for d, n, h in shapes:
+        for d, n, h in shapes(args, [(d, n) for d in (64, 128) for n in (4096, 8192, 16384)]):
             q, k, v, dout = inputs(DTYPES[dname], d, n, h)
             for causal in (False, True):
                 calls = providers(mode, cudnn, q, k, v, dout, causal)

@@ -4,7 +4,7 @@ backend on the same tensors (BHSD as head_to_head_attention.py). Each call is ti
 host alone (perf_counter) while the GPU is busy with the calls before it, so that no call
 waits for the GPU: the median of 200 such calls, in 3 alternating rounds. For tessera also
 its parts: the native call alone (outputs and descriptors made beforehand) and the Python
-around it. JSON lines to argv[1]; further arguments: a dtype and D:N pairs as in
+around it. JSON lines to argv[1]; further arguments: a dtype, and D:N or D:N:H as in
 head_to_head_attention.py (default f16 64:4096 128:4096), causal or not.
     PYTHONPATH=<build-python>/python:bench python3 bench/host_time.py OUT [f16] [64:4096]"""
 import json
@@ -16,7 +16,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import tessera
-from head_to_head_attention import DTYPES, alternating_medians, inputs
+from head_to_head_attention import DTYPES, alternating_medians, inputs, shapes
 from peers_attention import sdpa
 
 CALLS = 200
@@ -51,17 +51,16 @@ def main():
     out = open(sys.argv[1], "a")
     args = sys.argv[2:]
     chosen = [a for a in args if a in DTYPES] or ["f16"]
-    shapes = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a] or [(64, 4096), (128, 4096)]
     gpu = torch.cuda.get_device_name()
     print(f"{'dtype':5s} {'D':>4s} {'N':>6s} {'causal':6s} {'tessera':>8s} {'native':>8s} {'cudnn':>8s}  (host us a call)")
     for dname in chosen:
-        for d, n in shapes:
-            q, k, v, _ = inputs(DTYPES[dname], d, n, 2048 // d)
+        for d, n, h in shapes(args, [(64, 4096), (128, 4096)]):
+            q, k, v, _ = inputs(DTYPES[dname], d, n, h)
             for causal in (False, True):
                 us, rounds = alternating_medians(calls(q, k, v, causal), host_us)
                 print(f"{dname:5s} {d:4d} {n:6d} {causal!s:6s} {us['tessera']:8.1f} {us['tessera_native']:8.1f} "
                       f"{us['cudnn']:8.1f}", flush=True)
-                out.write(json.dumps({"kind": "attn_host_time", "dtype": dname, "B": 16384 // n, "H": 2048 // d,
+                out.write(json.dumps({"kind": "attn_host_time", "dtype": dname, "B": 16384 // n, "H": h,
                                       "N": n, "D": d, "causal": causal, "host_us": us, "rounds": rounds,
                                       "gpu": gpu}) + "\n")
                 out.flush()

@@ -5,23 +5,22 @@ cuDNN three times. Run it once without ncu to warm the cache, then (forward; the
 launches several kernels a call, so pick its names and counts to match):
     PYTHONPATH=<build-python>/python:bench ncu --clock-control none --set full \
         --kernel-name regex:'attention_fwd|sdpa' --launch-skip 2 --launch-count 2 -o REPORT \
-        python3 bench/ncu_attention.py f16 128:4096 [causal]
+        python3 bench/ncu_attention.py f16 128:4096[:H] [causal]
 and read REPORT with bench/ncu_stalls.py."""
 import sys
 
 import torch
 from torch.nn.attention import SDPBackend
 
-from head_to_head_attention import DTYPES, inputs, providers
+from head_to_head_attention import DTYPES, inputs, providers, shapes
 from peers_attention import sdpa
 
 
 def main():
     dtype = DTYPES[next((a for a in sys.argv[1:] if a in DTYPES), "f16")]
-    d, n = next((tuple(int(x) for x in a.split(":")) for a in sys.argv[1:] if ":" in a), (128, 4096))
+    d, n, h = shapes(sys.argv[1:], [(128, 4096)])[0]
     mode = "bwd" if "bwd" in sys.argv[1:] else "fwd"
-    calls = providers(mode, sdpa(SDPBackend.CUDNN_ATTENTION), *inputs(dtype, d, n, 2048 // d),
-                      "causal" in sys.argv[1:])
+    calls = providers(mode, sdpa(SDPBackend.CUDNN_ATTENTION), *inputs(dtype, d, n, h), "causal" in sys.argv[1:])
     for run in calls.values():  # tessera's three, then cuDNN's
         for _ in range(3):
             run()
