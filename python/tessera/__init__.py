@@ -71,14 +71,16 @@ def pretune(shapes, dtype="float16", causal=(False, True)):
 # torch once looked for (False where it is not installed): it is optional, and a call's host
 # time before its launch counts in every single-call timing, so nothing is imported per call.
 _torch_module = None
+_torch_dtype_names = {}  # by torch dtype, once torch is imported: _dtype_name's text costs more
 
 
 def _torch():
-    global _torch_module
+    global _torch_module, _torch_dtype_names
     if _torch_module is None:
         try:
             import torch
             _torch_module = torch
+            _torch_dtype_names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
         except ImportError:
             _torch_module = False
     return _torch_module or None
@@ -139,15 +141,17 @@ def _descriptor(x, name, layout="bshd"):
         else:
             raise ValueError(f"tessera: {name} is on {x.device}; CPU or CUDA tensors only")
         data, shape, strides = x.data_ptr(), x.shape, x.stride()
+        dtype = _torch_dtype_names.get(x.dtype) or _dtype_name(x, name)
     else:
         data, shape = x.ctypes.data, x.shape
         if any(s % x.itemsize for s in x.strides):
             raise ValueError(f"tessera: {name} has strides that are not whole elements")
         strides, device = tuple(s // x.itemsize for s in x.strides), 1
+        dtype = _dtype_name(x, name)
     if layout == "bhsd" and len(shape) == 4:
         shape = (shape[0], shape[2], shape[1], shape[3])
         strides = (strides[0], strides[2], strides[1], strides[3])
-    return (data, _dtype_name(x, name), shape, strides, device)
+    return (data, dtype, shape, strides, device)
 
 
 def _stream(x):
@@ -170,7 +174,7 @@ def _empty_like(x, shape=None, float32=False):
         torch = _torch()
         if shape is None:
             return torch.empty_like(x)
-        return torch.empty(shape, dtype=torch.float32 if float32 else x.dtype, device=x.device)
+        return x.new_empty(shape, dtype=torch.float32) if float32 else x.new_empty(shape)
     import numpy
     return numpy.empty_like(x) if shape is None else numpy.empty(shape, numpy.float32 if float32 else x.dtype)
 

@@ -79,6 +79,36 @@ def test_torch_compile_traces_the_custom_op_without_graph_breaks(device):
     assert torch.allclose(compiled(q, k, v).float(), block(q, k, v).float(), rtol=1e-3, atol=1e-2)
 
 
+@pytest.mark.parametrize("device", devices)
+def test_calls_without_autograd_skip_the_dispatcher_and_agree(device, monkeypatch):
+    """Inference calls (no input needs a gradient, or grad mode off) run the kernel directly;
+    a call autograd needs, or one a dispatch mode must see, goes through the custom op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from tessera import _torch_ops
+
+    class Ops(TorchDispatchMode):
+        seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = inputs(device, torch.float16)
+    with Ops():
+        through_op = tessera.flash_attn(*(x.detach() for x in (q, k, v)), causal=True, layout="bhsd")
+    assert "tessera.flash_attn_fwd.default" in Ops.seen
+    dispatched = []
+    custom_op = _torch_ops.flash_attn_fwd
+    monkeypatch.setattr(_torch_ops, "flash_attn_fwd", lambda *a: dispatched.append(a) or custom_op(*a))
+    direct = tessera.flash_attn(*(x.detach() for x in (q, k, v)), causal=True, layout="bhsd")
+    with torch.no_grad():
+        no_grad = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
+    assert not dispatched and torch.equal(direct, through_op) and torch.equal(no_grad, through_op)
+    assert not direct.requires_grad and not no_grad.requires_grad
+    with_grad = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
+    assert len(dispatched) == 1 and with_grad.grad_fn is not None and torch.equal(with_grad.detach(), direct)
+
+
 def test_errors_are_python_exceptions():
     q = torch.zeros(1, 16, 2, 32, dtype=torch.float32)
     with pytest.raises(TypeError, match="dtype float32"):
