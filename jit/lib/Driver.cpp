@@ -65,6 +65,13 @@ const Api &api() {
   return s.api;
 }
 
+void make_current(CUcontext context) {
+  const Loaded &s = loaded();
+  if (!s.error.empty())
+    throw Error("no usable GPU: " + s.error);
+  check(s.api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+}
+
 CUcontext primary_context(int ordinal) {
   const Loaded &s = loaded();
   if (!s.error.empty())

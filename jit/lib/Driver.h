@@ -30,6 +30,10 @@ struct Api {
 /// Throws tessera::Error saying why when there is no usable GPU.
 const Api &api();
 
+/// Makes `context` current on this thread (one of tessera's own, working for a caller whose
+/// context that is), without api()'s fallback to device 0's.
+void make_current(CUcontext context);
+
 /// The primary context of device `ordinal`, retained once.
 CUcontext primary_context(int ordinal);
 

@@ -11,9 +11,12 @@
 #include "tessera/dsl/kernel.h"
 #include "tessera/error.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -30,6 +33,11 @@ public:
     uint64_t ones;      // bit i: argument i is the integer 1
     std::unique_ptr<LoadedKernel> kernel;
   };
+  /// The loaded specialization, or null; with `mutex` held.
+  const LoadedKernel *find(CUcontext context, const dsl::Config &config, uint64_t divisible, uint64_t ones);
+  /// Keeps `entry` unless an equal one was loaded meanwhile; the one kept. With `mutex` held.
+  const LoadedKernel *insert(Entry entry);
+
   std::mutex mutex;
   std::unordered_map<uint64_t, std::vector<Entry>> entries;
 };
@@ -117,6 +125,15 @@ uint64_t hashOf(const dsl::Config &config, uint64_t divisible, uint64_t ones) {
   return h;
 }
 
+dsl::Specialization specializationOf(uint64_t divisible, uint64_t ones, size_t count) {
+  dsl::Specialization specialization;
+  for (size_t i = 0; i < count; ++i) {
+    specialization.divisible_by_16.push_back((divisible >> i) & 1);
+    specialization.equal_to_1.push_back((ones >> i) & 1);
+  }
+  return specialization;
+}
+
 /// Compile `kernel` for `config` on this device, or take it from the disk cache.
 std::unique_ptr<LoadedKernel> build(const dsl::Kernel &kernel, const dsl::Config &config,
                                     const dsl::Specialization &specialization) {
@@ -175,6 +192,26 @@ CUtensorMap encodeTensorMap(const std::string &kernel, const compiler::TensorMap
 }
 
 } // namespace
+
+const LoadedKernel *KernelCache::find(CUcontext context, const dsl::Config &config, uint64_t divisible,
+                                      uint64_t ones) {
+  auto bucket = entries.find(hashOf(config, divisible, ones));
+  if (bucket == entries.end())
+    return nullptr;
+  for (const Entry &entry : bucket->second)
+    if (entry.context == context && entry.divisible == divisible && entry.ones == ones && entry.config == config)
+      return entry.kernel.get();
+  return nullptr;
+}
+
+const LoadedKernel *KernelCache::insert(Entry entry) {
+  if (const LoadedKernel *loaded = find(entry.context, entry.config, entry.divisible, entry.ones))
+    return loaded;
+  std::vector<Entry> &bucket = entries[hashOf(entry.config, entry.divisible, entry.ones)];
+  bucket.push_back(std::move(entry));
+  return bucket.back().kernel.get();
+}
+
 } // namespace tessera::jit
 
 namespace tessera::dsl {
@@ -184,19 +221,69 @@ const jit::LoadedKernel *Kernel::specialization(const Config &config, uint64_t d
   std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
   jit::KernelCache &cache = *cache_->cache;
   std::lock_guard<std::mutex> lock(cache.mutex);
-  std::vector<jit::KernelCache::Entry> &bucket = cache.entries[jit::hashOf(config, divisible, ones)];
   CUcontext context = nullptr;
   TESSERA_CU(cuCtxGetCurrent(&context));
-  for (const auto &entry : bucket)
-    if (entry.context == context && entry.divisible == divisible && entry.ones == ones && entry.config == config)
-      return entry.kernel.get();
-  Specialization specialization;
-  for (size_t i = 0; i < count; ++i) {
-    specialization.divisible_by_16.push_back((divisible >> i) & 1);
-    specialization.equal_to_1.push_back((ones >> i) & 1);
+  if (const jit::LoadedKernel *loaded = cache.find(context, config, divisible, ones))
+    return loaded;
+  return cache.insert(
+      {context, config, divisible, ones, jit::build(*this, config, jit::specializationOf(divisible, ones, count))});
+}
+
+std::vector<double> Kernel::compile_ahead(const std::vector<Config> &configs,
+                                          const std::vector<std::vector<LaunchArg>> &args, unsigned threads) const {
+  std::vector<double> seconds(configs.size(), 0.0);
+  if (interpreter::enabled() || configs.size() != args.size())
+    return seconds;
+  std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
+  jit::KernelCache &cache = *cache_->cache;
+  CUcontext context = nullptr;
+  TESSERA_CU(cuCtxGetCurrent(&context));
+  struct Job {
+    size_t index;
+    uint64_t divisible, ones;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    uint64_t storage[jit::kMaxArgs], ones = 0, divisible = 0;
+    try {
+      divisible = jit::marshal(name_, signature_, args[i].data(), args[i].size(), storage, ones);
+    } catch (const Error &) {
+      continue; // the launch reports it
+    }
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (!cache.find(context, configs[i], divisible, ones))
+      jobs.push_back({i, divisible, ones});
   }
-  bucket.push_back({context, config, divisible, ones, jit::build(*this, config, specialization)});
-  return bucket.back().kernel.get();
+  // Each thread takes the next job; the compiler keeps no state between compilations (a
+  // context of its own each), the driver loads modules into the caller's context.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    try {
+      jit::driver::make_current(context);
+    } catch (const Error &) {
+      return; // the launches compile instead
+    }
+    for (size_t j; (j = next++) < jobs.size();) {
+      const Job &job = jobs[j];
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        std::unique_ptr<jit::LoadedKernel> kernel =
+            jit::build(*this, configs[job.index], jit::specializationOf(job.divisible, job.ones, signature_.size()));
+        seconds[job.index] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        cache.insert({context, configs[job.index], job.divisible, job.ones, std::move(kernel)});
+      } catch (...) {
+        // compiled again at its launch, which reports why it fails
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < std::min<size_t>(std::max(threads, 1u), jobs.size()); ++t)
+    helpers.emplace_back(work);
+  work();
+  for (std::thread &helper : helpers)
+    helper.join();
+  return seconds;
 }
 
 Kernel::Resources Kernel::resources(const Config &config, const LaunchArg *args, size_t count) const {

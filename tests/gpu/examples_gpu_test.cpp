@@ -449,6 +449,38 @@ TEST_F(GpuTest, AnotherKernelObjectReusesTheDiskCache) {
   unsetenv("TESSERA_CACHE_DIR");
 }
 
+// The tuner compiles its configs on several threads before it times them
+// (Kernel::compile_ahead): each is loaded into the caller's context, where its launch finds it
+// (a second compile_ahead has nothing left to do), and runs right.
+TEST_F(GpuTest, KernelsCompiledAheadOnSeveralThreadsAreTheOnesLaunched) {
+  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  const int n = 5000;
+  auto x = random_floats(n, 22), y = random_floats(n, 23);
+  auto dx = upload(x), dy = upload(y);
+  auto out = poisoned(n * 4);
+  Kernel add = examples::vector_add();
+  const std::vector<Config> configs{{{"BLOCK", 128}}, {{"BLOCK", 256}}, {{"BLOCK", 512}}, {{"BLOCK", 1024}}};
+  const std::vector<std::vector<LaunchArg>> args(configs.size(), {dx.data(), dy.data(), out.data(), n});
+  for (double seconds : add.compile_ahead(configs, args, 4))
+    EXPECT_GT(seconds, 0);
+  EXPECT_EQ(jit::cache_stats().entries, 4);
+  for (double seconds : add.compile_ahead(configs, args, 4))
+    EXPECT_EQ(seconds, 0);
+  for (const Config &config : configs) {
+    auto result = poisoned(n * 4);
+    add.launch({uint32_t(cdiv(n, config["BLOCK"]))}, config, dx.data(), dy.data(), result.data(), n);
+    jit::synchronize();
+    auto got = download<float>(result, n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], x[i] + y[i]) << config.str() << " at " << i;
+  }
+  EXPECT_EQ(jit::cache_stats().entries, 4); // nothing compiled again
+  jit::cache_clear();
+  unsetenv("TESSERA_CACHE_DIR");
+}
+
 // --- autotuning an in-place kernel -----------------------------------------------------------
 
 TEST_F(GpuTest, AutotuningRestoresInPlaceOutputsAndLaunchesOnce) {

@@ -128,6 +128,25 @@ TEST(Tune, TheFinalTakesTheFourFastestNearTheBest) {
   EXPECT_EQ(measured, (std::map<int64_t, int>{{1, 1}, {2, 1}, {3, 4}, {4, 4}, {5, 4}, {6, 4}}));
 }
 
+TEST(CompileThreads, TesseraCompileThreadsElseTheHostsThreadsUpTo16) {
+  unsetenv("TESSERA_COMPILE_THREADS");
+  EXPECT_GE(compile_threads(), 1u);
+  EXPECT_LE(compile_threads(), 16u);
+  setenv("TESSERA_COMPILE_THREADS", "3", 1);
+  EXPECT_EQ(compile_threads(), 3u);
+  for (const char *bad : {"0", "-2", "four", "4x", "2000"}) {
+    setenv("TESSERA_COMPILE_THREADS", bad, 1);
+    try {
+      compile_threads();
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr("TESSERA_COMPILE_THREADS must be a number of threads from 1 to 1024, got '" +
+                                      std::string(bad) + "'"));
+    }
+  }
+  unsetenv("TESSERA_COMPILE_THREADS");
+}
+
 TEST(Tune, FailsOnlyWhenNothingRuns) {
   try {
     tune(space(), {}, [](const Config &) -> double { throw Error("compile error"); }, false);

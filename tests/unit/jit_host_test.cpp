@@ -18,6 +18,7 @@
 #include <fstream>
 #include <regex>
 #include <sys/wait.h>
+#include <thread>
 #include <tuple>
 #include <unistd.h>
 
@@ -155,6 +156,57 @@ TEST(CompilerConfig, WarpSpecializationAddsAProducerWarpgroup) {
   EXPECT_THAT(specialized.ptx, ::testing::Not(::testing::HasSubstr("bar.sync \t1, 256;")));
   EXPECT_EQ(compiler::compile(matmul.trace(config), compiler::Target{9, 0}).num_warps, 8);
   EXPECT_EQ(compiler::compile(matmul.trace(config, aligned), compiler::Target{8, 0}).num_warps, 8);
+}
+
+// The tuner compiles its configs on several threads at once (Kernel::compile_ahead): tracing
+// and compiling keep no state between compilations, so each thread's PTX is the one a single
+// thread writes, for kernels that take every pass (wgmma, the TMA, warp specialization,
+// persistent programs) compiled side by side.
+TEST(Compiler, CompilationsOnSeveralThreadsAtOnceMatchOneAtATime) {
+  struct Compilation {
+    Kernel kernel;
+    Config config;
+    Specialization specialization;
+  };
+  std::vector<Compilation> compilations;
+  Kernel matmul = examples::matmul<bf16>();
+  compilations.push_back({matmul,
+                          {{"BLOCK_M", 128}, {"BLOCK_N", 256}, {"BLOCK_K", 64}, {"BLOCK_POINTERS", 1}, {"num_warps", 8},
+                           {"num_stages", 4}, {"warp_specialize", 1}},
+                          alignedMatmul(matmul)});
+  for (const kernels::ShippedKernel &shipped : kernels::shipped_kernels())
+    if (shipped.kernel.name() == "attention_fwd" &&
+        (shipped.variant == "f16.d128" || shipped.variant == "f16.d64.causal.persistent")) {
+      Specialization aligned;
+      aligned.divisible_by_16.assign(shipped.kernel.signature().size(), true);
+      aligned.equal_to_1.assign(shipped.kernel.signature().size(), false);
+      compilations.push_back({shipped.kernel, shipped.config, aligned});
+    }
+  ASSERT_EQ(compilations.size(), 3u);
+  auto compile = [&](const Compilation &c) {
+    return compiler::compile(c.kernel.trace(c.config, c.specialization), compiler::Target{9, 0}).ptx;
+  };
+  std::vector<std::string> serial;
+  for (const Compilation &c : compilations)
+    serial.push_back(compile(c));
+  std::vector<std::vector<std::string>> threaded(2, std::vector<std::string>(compilations.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < threaded.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t j = 0; j < compilations.size(); ++j) { // the threads start on different kernels
+        const size_t i = (j + t) % compilations.size();
+        threaded[t][i] = compile(compilations[i]);
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (size_t i = 0; i < compilations.size(); ++i) {
+    const std::string what = compilations[i].kernel.name() + " " + compilations[i].config.str();
+    EXPECT_NE(serial[i].find("wgmma.mma_async"), std::string::npos) << what;
+    EXPECT_NE(serial[i].find("cp.async.bulk.tensor"), std::string::npos) << what;
+    for (const auto &ptx : threaded)
+      EXPECT_TRUE(ptx[i] == serial[i]) << what;
+  }
 }
 
 // The forward's last deferred P @ V, after its loops, reads V from a stage of its own that the

@@ -151,6 +151,14 @@ public:
   };
   Resources resources(const Config &config, const LaunchArg *args, size_t count) const;
 
+  /// Compiles, `threads` at a time, the specializations that launches of `configs[i]` with
+  /// `args[i]` need and that are not loaded yet (a tuning's configs: ~1 s each, most of the
+  /// tuning's time), so that those launches find them loaded. One that fails to compile here
+  /// compiles again at its launch and fails there, with its error. Returns the seconds each
+  /// compilation took (0 where already loaded or failed). Defined in the jit library.
+  std::vector<double> compile_ahead(const std::vector<Config> &configs, const std::vector<std::vector<LaunchArg>> &args,
+                                    unsigned threads) const;
+
 private:
   const jit::LoadedKernel *specialization(const Config &config, uint64_t divisible, uint64_t ones,
                                           size_t count) const;

@@ -79,6 +79,11 @@ using Prune = std::function<std::string(const dsl::Config &)>;
 TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
                   bool progress);
 
+/// Threads that compile a tuning's configs at once, before they are timed one by one:
+/// $TESSERA_COMPILE_THREADS (1 to 1024), else the host's hardware threads, at most 16 (a
+/// compilation holds ~100 MB). Throws tessera::Error for a malformed value.
+unsigned compile_threads();
+
 /// The grid of a launch for a config.
 using GridFn = std::function<dsl::Grid(const dsl::Config &)>;
 
@@ -132,6 +137,9 @@ private:
   /// `config` with the settings these arguments decide (Options::specialize).
   dsl::Config specialized(dsl::Config config, const std::vector<dsl::LaunchArg> &args) const;
   double timeOnGpu(const dsl::Config &config, const GridFn &grid, const std::vector<dsl::LaunchArg> &args);
+  /// Compiles the configs `prune` keeps for these arguments on compile_threads() threads (most
+  /// of a tuning's time), before they are timed one by one.
+  void compileAhead(const Prune &prune, const std::vector<dsl::LaunchArg> &args, bool progress);
   void restore(const std::vector<dsl::LaunchArg> &args);
 
   dsl::Kernel kernel_;
