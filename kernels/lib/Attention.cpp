@@ -250,7 +250,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
   }
   for (const char *name :
        {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS",
-        "SKIP_VISIBLE_MASKS", "WIDE_MASKED_BLOCKS"}) {
+        "SKIP_VISIBLE_MASKS", "WIDE_MASKED_BLOCKS", "LAST_PRODUCT_IN_LOOP"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
@@ -337,8 +337,14 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // 32 KB scratch and multiply on mma.sync (sm_90a SASS: 128 HMMA a warp, 76 bytes of spills;
   // 12-04j). A TMA stage for it takes 32 KB of shared memory these 225 KB configs do not have;
   // the compiler knob b_in_scratch stages it for wgmma in the scratch's memory instead (0 HMMA,
-  // 52 bytes of spills, 0 with Q_BLOCK_POINTER; not yet run on a GPU). To time there: that,
-  // and the plain order's persistent programs, which have no such product.
+  // 52 bytes of spills, 0 with Q_BLOCK_POINTER; not yet run on a GPU). The kernel knob
+  // LAST_PRODUCT_IN_LOOP writes that product as a loop of one block instead, whose V the
+  // producer's TMA copies into the ring of the loops' K and V while the masked loop computes:
+  // no consumer loads, no stage of its own (the shipped 128 x 128 ping-pong takes 197632 bytes
+  // instead of 230400, the persistent one 0 HMMA and no spills in 230400), and every
+  // overlapped config of the spaces that had an mma.sync epilogue (the persistent 64-row
+  // programs, c3, c5, c9-c12) runs it on wgmma (sm_90a SASS, 12-05; not yet run on a GPU). To
+  // time there: those two, and the plain order's persistent programs, which have no such product.
   // Causal persistent programs take the tiles the host plans (causal_schedule), balanced to a
   // light tile where the static order left the busiest program 1.04x the mean work (1.14x at d
   // = 128): f16 N = 4096 d = 64 0.673 ms against 0.688 not persistent; d = 128 0.510 against

@@ -135,8 +135,14 @@ template <typename T> Kernel forward() {
       }
       visit(narrow_start, kv_end, true, masked_bn);
       // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
-      // any block was visited.
-      if (overlap)
+      // any block was visited. With LAST_PRODUCT_IN_LOOP as a loop of that one block, so that
+      // its V comes through the ring of the loops' V (on Hopper the producer's TMA fills it
+      // while the masked loop computes) rather than a stage of its own, or, inside persistent
+      // programs, the consumers' loads.
+      if (overlap && cfg.get("LAST_PRODUCT_IN_LOOP", 0) != 0)
+        for_range((kv_end - 1) / bn * bn, kv_end, bn, softmax.state(),
+                  [&](Tile start) { softmax.multiply_pending(load_v(start, bn, true, true)); });
+      else if (overlap)
         if_(kv_end > 0, {softmax.acc},
             [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, bn, true, true)); });
       store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),

@@ -236,6 +236,17 @@ TEST_F(GpuTest, AttentionForwardLastProductFromTheScratch) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"b_in_scratch", 1}}, 2, 1111, 4);
 }
 
+// FlashAttention-3's last deferred P @ V as a loop of one block (config knob
+// LAST_PRODUCT_IN_LOOP), its V through the ring of K and V (that fill copying V alone and
+// arriving for K's buffer too): every overlapped config, on tiles of pointers too, and
+// persistent programs walking several tiles (the next tile's first fills after that one).
+TEST_F(GpuTest, AttentionForwardLastProductInTheLoopsRing) {
+  checkSpacesWith("OVERLAP_SOFTMAX", {{"LAST_PRODUCT_IN_LOOP", 1}}, 2, 1111, 4);
+  checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"LAST_PRODUCT_IN_LOOP", 1}}, 4, 4224, 8);
+  checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"Q_BLOCK_POINTER", 1}, {"LAST_PRODUCT_IN_LOOP", 1}}, 4, 4224,
+                  8);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

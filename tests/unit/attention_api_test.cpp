@@ -182,7 +182,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 300, 280, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1,WIDE_MASKED_BLOCKS=1"},
                       Case{1, 200, 333, 2, 1, 128, true, false, DType::bf16,
                            "ping_pong=1,OVERLAP_SOFTMAX=0,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
-                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"}));
+                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"},
+                      // FlashAttention-3's last deferred product as a loop of one block
+                      // (LAST_PRODUCT_IN_LOOP): a ragged diagonal, rows and query blocks that see
+                      // no key, no keys at all, persistent programs with GQA and a padded d.
+                      Case{1, 150, 200, 2, 1, 128, true, false, DType::f16, "ping_pong=1,LAST_PRODUCT_IN_LOOP=1"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::f16, "OVERLAP_SOFTMAX=1,LAST_PRODUCT_IN_LOOP=1"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX=1,LAST_PRODUCT_IN_LOOP=1"},
+                      Case{2, 70, 130, 3, 1, 128, false, true, DType::bf16, "ping_pong=1,PERSISTENT=1,LAST_PRODUCT_IN_LOOP=1"},
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16,
+                           "ping_pong=1,PERSISTENT=1,Q_BLOCK_POINTER=1,LAST_PRODUCT_IN_LOOP=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -281,6 +290,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("QUERIES_IN_ROWS", 2);
   expectError("QUERIES_IN_ROWS must be 0 or 1");
   options.config->set("QUERIES_IN_ROWS", 0);
+  options.config->set("LAST_PRODUCT_IN_LOOP", 2);
+  expectError("LAST_PRODUCT_IN_LOOP must be 0 or 1");
+  options.config->set("LAST_PRODUCT_IN_LOOP", 0);
   for (int64_t masked : {int64_t(0), int64_t(24), 2 * options.config->get("BLOCK_N", 0)}) {
     options.config->set("MASKED_BLOCK_N", masked);
     expectError("MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");

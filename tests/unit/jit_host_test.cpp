@@ -209,6 +209,28 @@ TEST(Compiler, CompilationsOnSeveralThreadsAtOnceMatchOneAtATime) {
   }
 }
 
+/// The shipped f16 d = 128 forward traced for aligned tensors, on 128 x 128 blocks of two
+/// consumer warpgroups beside a producer in FlashAttention-3's order, with `knobs` set too.
+dsl::TracedKernel d128Forward(std::initializer_list<std::pair<const char *, int64_t>> knobs) {
+  const auto shipped = kernels::shipped_kernels();
+  auto forward = std::find_if(shipped.begin(), shipped.end(), [](const kernels::ShippedKernel &k) {
+    return k.kernel.name() == "attention_fwd" && k.variant == "f16.d128";
+  });
+  if (forward == shipped.end())
+    throw Error("no shipped f16 d = 128 attention forward");
+  dsl::Config config = forward->config;
+  for (auto [key, value] : {std::pair<const char *, int64_t>{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"num_warps", 8},
+                            {"num_stages", 2}, {"OVERLAP_SOFTMAX", 1}, {"SPLIT_MASKED", 1}, {"BLOCK_POINTERS", 1},
+                            {"invariant_operands_in_shared", 1}, {"warp_specialize", 1}})
+    config.set(key, value);
+  for (auto [key, value] : knobs)
+    config.set(key, value);
+  dsl::Specialization aligned;
+  aligned.divisible_by_16.assign(forward->kernel.signature().size(), true);
+  aligned.equal_to_1.assign(forward->kernel.signature().size(), false);
+  return forward->kernel.trace(config, aligned);
+}
+
 // The forward's last deferred P @ V, after its loops, reads V from a stage of its own that the
 // producer's TMA fills: wgmma, no mma.sync. Where that stage would not fit beside the rings
 // (here under a limit just below what it takes), the kernel is compiled without it: the
@@ -216,20 +238,7 @@ TEST(Compiler, CompilationsOnSeveralThreadsAtOnceMatchOneAtATime) {
 // scratch's memory, for wgmma. (The stage reuses a ring's memory and its barriers an alignment
 // gap: without it the kernel may take as much.)
 TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
-  const auto shipped = kernels::shipped_kernels();
-  auto forward = std::find_if(shipped.begin(), shipped.end(), [](const kernels::ShippedKernel &k) {
-    return k.kernel.name() == "attention_fwd" && k.variant == "f16.d128";
-  });
-  ASSERT_NE(forward, shipped.end());
-  dsl::Config config = forward->config;
-  for (auto [key, value] : {std::pair<const char *, int64_t>{"BLOCK_M", 128}, {"BLOCK_N", 128}, {"num_warps", 8},
-                            {"num_stages", 2}, {"OVERLAP_SOFTMAX", 1}, {"SPLIT_MASKED", 1}, {"BLOCK_POINTERS", 1},
-                            {"invariant_operands_in_shared", 1}, {"warp_specialize", 1}})
-    config.set(key, value);
-  dsl::Specialization aligned;
-  aligned.divisible_by_16.assign(forward->kernel.signature().size(), true);
-  aligned.equal_to_1.assign(forward->kernel.signature().size(), false);
-  const dsl::TracedKernel traced = forward->kernel.trace(config, aligned);
+  const dsl::TracedKernel traced = d128Forward({});
   const compiler::CompiledKernel staged = compiler::compile(traced, compiler::Target{9, 0});
   EXPECT_THAT(staged.ptx, ::testing::HasSubstr("wgmma.mma_async"));
   EXPECT_THAT(staged.ptx, ::testing::Not(::testing::HasSubstr("mma.sync")));
@@ -240,12 +249,34 @@ TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
   EXPECT_LE(tight.shared_memory, staged.shared_memory);
-  config.set("b_in_scratch", 1);
   const compiler::CompiledKernel inScratch =
-      compiler::compile(forward->kernel.trace(config, aligned), compiler::Target{9, 0, staged.shared_memory - 1});
+      compiler::compile(d128Forward({{"b_in_scratch", 1}}), compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(inScratch.ptx, ::testing::HasSubstr("wgmma.mma_async"));
   EXPECT_THAT(inScratch.ptx, ::testing::Not(::testing::HasSubstr("mma.sync")));
   EXPECT_LE(inScratch.shared_memory, staged.shared_memory);
+}
+
+// With LAST_PRODUCT_IN_LOOP that product is a loop of one block whose V fills the ring of the
+// loops' K and V (its copy arriving for K's buffer too): no stage of its own (32 KB less), and
+// in persistent programs wgmma from the ring where the consumers would load V and multiply on
+// mma.sync, in no more shared memory than without.
+TEST(CompilerConfig, TheLastProductAsALoopTakesTheRingOfKAndV) {
+  auto compile = [](std::initializer_list<std::pair<const char *, int64_t>> knobs) {
+    return compiler::compile(d128Forward(knobs), compiler::Target{9, 0});
+  };
+  const compiler::CompiledKernel ownStage = compile({{"ping_pong", 1}}),
+                                 inLoop = compile({{"ping_pong", 1}, {"LAST_PRODUCT_IN_LOOP", 1}});
+  EXPECT_EQ(inLoop.shared_memory, ownStage.shared_memory - 128 * 128 * 2);
+  EXPECT_THAT(inLoop.ptx, ::testing::HasSubstr("mbarrier.arrive.shared::cta.b64 _,"));
+  const compiler::CompiledKernel persistent = compile({{"ping_pong", 1}, {"PERSISTENT", 1}}),
+                                 persistentInLoop =
+                                     compile({{"ping_pong", 1}, {"PERSISTENT", 1}, {"LAST_PRODUCT_IN_LOOP", 1}});
+  EXPECT_THAT(persistent.ptx, ::testing::HasSubstr("mma.sync"));
+  EXPECT_LE(persistentInLoop.shared_memory, persistent.shared_memory);
+  for (const compiler::CompiledKernel *kernel : {&inLoop, &persistentInLoop}) {
+    EXPECT_THAT(kernel->ptx, ::testing::HasSubstr("wgmma.mma_async"));
+    EXPECT_THAT(kernel->ptx, ::testing::Not(::testing::HasSubstr("mma.sync")));
+  }
 }
 
 // staged_stores on Hopper: the matmul's accumulator goes to shared memory by stmatrix and on to

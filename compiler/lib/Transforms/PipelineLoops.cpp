@@ -348,6 +348,34 @@ struct TmaRing {
   Value barriers;
 };
 
+/// For each of `loads`, the index of the block among `maps` and `tiles` (a ring's, or another
+/// loop's loads) it copies, those blocks holding the loads' in order, maybe with others
+/// between: a loop that copies only some of the blocks of a ring's stage (the forward's last
+/// deferred P @ V, a loop of one block that reads V alone, through the ring of K and V) fills
+/// that ring, its stages' other buffers left as they are. Null where they do not.
+std::optional<SmallVector<unsigned>> blocksOf(ArrayRef<TmaLoad> loads, ArrayRef<Value> maps, ArrayRef<Type> tiles) {
+  SmallVector<unsigned> blocks;
+  unsigned next = 0;
+  for (const TmaLoad &load : loads) {
+    while (next < maps.size() && !(maps[next] == load.map && tiles[next] == load.operand->getResult(0).getType()))
+      ++next;
+    if (next == maps.size())
+      return std::nullopt;
+    blocks.push_back(next++);
+  }
+  return blocks;
+}
+
+std::optional<SmallVector<unsigned>> blocksOf(ArrayRef<TmaLoad> loads, ArrayRef<TmaLoad> others) {
+  SmallVector<Value> maps;
+  SmallVector<Type> tiles;
+  for (const TmaLoad &other : others) {
+    maps.push_back(other.map);
+    tiles.push_back(other.operand->getResult(0).getType());
+  }
+  return blocksOf(loads, maps, tiles);
+}
+
 /// Where the rings are filled for the iteration whose body arguments are `args` (masked off
 /// unless `active`): cp.async copies into stage `slot`, committed as one group, and TMA loads
 /// (fill number `fill`) arriving on their stage's barrier.
@@ -356,6 +384,7 @@ struct Rings {
   SmallVector<Value> copyBuffers;
   SmallVector<TmaLoad> tma;
   TmaRing *ring = nullptr;
+  SmallVector<Value> tmaBuffers; // the ring's buffer each of `tma` fills
 
   void fill(OpBuilder &b, Location loc, Block *body, ArrayRef<Value> args, Value active, Value slot, Value fill) {
     IRMapping map;
@@ -363,10 +392,16 @@ struct Rings {
       copyAsync(b, load, body, args, active, buffer, slot, map);
     if (!copied.empty())
       AsyncCommitOp::create(b, loc);
-    if (ring)
-      for (auto [load, buffer] : llvm::zip(tma, ring->buffers))
-        TmaLoadOp::create(b, loc, load.map, recompute(b, load.load.getPtr(), map, body, args, active), buffer, fill,
-                          ring->barriers, active);
+    if (!ring)
+      return;
+    for (auto [load, buffer] : llvm::zip(tma, tmaBuffers)) {
+      auto copy = TmaLoadOp::create(b, loc, load.map, recompute(b, load.load.getPtr(), map, body, args, active), buffer,
+                                    fill, ring->barriers, active);
+      // The stage's barrier expects an arrival per buffer: the first copy arrives for those
+      // this fill leaves as they are.
+      if (load.load == tma.front().load && tma.size() < ring->buffers.size())
+        copy.setArrivals(int32_t(1 + ring->buffers.size() - tma.size()));
+    }
   }
 };
 
@@ -375,9 +410,14 @@ struct Rings {
 /// the loop (`filled` without a ring).
 Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, SmallVector<TmaLoad> tma, TmaRing *ring,
                Value filled, const ConstantMemory &constants) {
-  Rings rings{std::move(copied), {}, ring ? std::move(tma) : SmallVector<TmaLoad>{}, ring};
+  Rings rings{std::move(copied), {}, ring ? std::move(tma) : SmallVector<TmaLoad>{}, ring, {}};
   if (rings.copied.empty() && rings.tma.empty())
     return filled;
+  if (ring) {
+    std::optional<SmallVector<unsigned>> blocks = blocksOf(rings.tma, ring->maps, ring->tiles);
+    for (unsigned block : *blocks)
+      rings.tmaBuffers.push_back(ring->buffers[block]);
+  }
   Block *body = loop.getBody();
   Location loc = loop.getLoc();
   OpBuilder b(loop);
@@ -432,7 +472,7 @@ Value pipeline(scf::ForOp loop, int64_t stages, SmallVector<LoadOp> copied, Smal
   // persistent kernel's Q).
   const bool inShared = loop->getParentOfType<func::FuncOp>()->hasAttr(kInvariantOperandsInSharedAttrName);
   if (ring)
-    for (auto [load, buffer] : llvm::zip(rings.tma, ring->buffers)) {
+    for (auto [load, buffer] : llvm::zip(rings.tma, rings.tmaBuffers)) {
       bool row = cast<RankedTensorType>(load.operand->getResult(0).getType()).getRank() == 1;
       for (OpOperand &use : llvm::make_early_inc_range(load.operand->getUses())) {
         bool inner = use.getOwner()->getParentOfType<scf::ForOp>() != loop;
@@ -483,10 +523,15 @@ public:
     });
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     SmallVector<Value> filled;
+    auto ringed = [&](Operation *loop) { return !holdsTmaLoop(loop) && inLoopsAndBranches(loop); };
     for (auto &[loop, loads] : tmaOf) {
-      if (holdsTmaLoop(loop) || !inLoopsAndBranches(loop))
+      if (!ringed(loop))
         continue; // its loads stay block loads: the numbering cannot follow them
-      if (!ringOf(loads)) {
+      // A loop copying some of another's blocks fills that one's ring.
+      auto within = [&](auto &other) {
+        return other.second.size() > loads.size() && ringed(other.first) && blocksOf(loads, other.second);
+      };
+      if (!ringOf(loads) && llvm::none_of(tmaOf, within)) {
         makeRing(b, loads, stages);
         filled.push_back(arith::ConstantOp::create(b, func.getLoc(), b.getI32IntegerAttr(0)));
       }
@@ -519,16 +564,17 @@ private:
     return ring;
   }
 
-  /// The index of the ring `loads` fill (same maps and tiles in order), if made.
+  /// The index of the ring `loads` fill, if made: the one of the same blocks (maps and tiles
+  /// in order), else the first that holds them among others (see blocksOf).
   std::optional<size_t> ringOf(ArrayRef<TmaLoad> loads) {
+    std::optional<size_t> holding;
     for (auto [index, ring] : llvm::enumerate(rings))
-      if (ring.maps.size() == loads.size() &&
-          llvm::all_of(llvm::zip(ring.maps, ring.tiles, loads), [](auto entry) {
-            auto &[map, tile, load] = entry;
-            return map == load.map && tile == load.operand->getResult(0).getType();
-          }))
-        return index;
-    return std::nullopt;
+      if (blocksOf(loads, ring.maps, ring.tiles)) {
+        if (ring.maps.size() == loads.size())
+          return index;
+        holding = holding ? holding : std::optional<size_t>(index);
+      }
+    return holding;
   }
 
   bool holdsTmaLoop(Operation *op) {

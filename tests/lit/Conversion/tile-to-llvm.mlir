@@ -715,9 +715,10 @@ func.func @tma_ring(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 
 
 // A row of 64 f32 (the backward's LSE) through the TMA: 256 bytes expected, one unswizzled
 // copy of a [1, 64] box (coordinates: the column, then the row); read back as the column
-// slice of an mma tile, two adjacent columns a load.
+// slice of an mma tile, two adjacent columns a load. Its stage's barrier expects three
+// arrivals, two for blocks this fill leaves as they are (arrivals = 3).
 // CHECK-LABEL: llvm.func @tma_row
-// CHECK: "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], 256;\0A\09@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$4], [$2, {$5, $3}], [$1];"
+// CHECK: "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], 256;\0A\09@$0 mbarrier.arrive.shared::cta.b64 _, [$1], 2;\0A\09@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$4], [$2, {$5, $3}], [$1];"
 // CHECK: mbarrier.try_wait.parity
 // CHECK-COUNT-8: llvm.load %{{.*}} : !llvm.ptr<3> -> vector<2xf32>
 // CHECK-NOT: llvm.load
@@ -729,8 +730,8 @@ func.func @tma_row(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1
   %ring = tile.shared_alloc {tile.smem_offset = 0 : i64} : !tile.shared<2 x tensor<64xf32>>
   %bars = tile.shared_alloc {tile.smem_offset = 1024 : i64} : !tile.shared<2 x tensor<1xi64>>
   %bp = tile.make_block_ptr %p, [%n, %n], [%n, %one], [%row, %start] {order = array<i32: 1, 0>} : !tile.ptr<f32> -> !tile.block_ptr<tensor<1x64xf32>>
-  tile.init_barriers %bars arrivals 1 : !tile.shared<2 x tensor<1xi64>>
-  tile.tma_load %map, %bp into %ring[%slot], %bars if %active : !tile.block_ptr<tensor<1x64xf32>>, !tile.shared<2 x tensor<64xf32>>, !tile.shared<2 x tensor<1xi64>>
+  tile.init_barriers %bars arrivals 3 : !tile.shared<2 x tensor<1xi64>>
+  tile.tma_load %map, %bp into %ring[%slot], %bars if %active {arrivals = 3 : i32} : !tile.block_ptr<tensor<1x64xf32>>, !tile.shared<2 x tensor<64xf32>>, !tile.shared<2 x tensor<1xi64>>
   tile.wait_barrier %bars[%slot], %slot : !tile.shared<2 x tensor<1xi64>>
   %v = tile.shared_load %ring[%slot] : !tile.shared<2 x tensor<64xf32>> -> tensor<64xf32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>
   %columns = tile.make_range 0 to 64 : tensor<64xi32, #tile.slice<dim = 0, parent = #tile.mma<warpsPerCTA = [4, 1]>>>

@@ -870,3 +870,53 @@ func.func @tma_before_loops_in_shared(%q: !tile.ptr<f16> {tile.divisibility = 16
   }
   return %acc : tensor<64x64xf32>
 }
+
+// -----
+
+// A loop that loads only some of the blocks another loop's ring holds (the forward's last
+// deferred P @ V, V alone) fills that ring: its copy lands in V's buffer, numbered after the
+// first loop's fills, and arrives for K's too, whose buffer that stage leaves as it is.
+// CHECK-LABEL: func.func @ring_partly_filled
+// CHECK: %[[KS:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK-NEXT: %[[VS:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+// CHECK-NEXT: %[[BARS:.*]] = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+// CHECK-NEXT: tile.init_barriers %[[BARS]] arrivals 2
+// CHECK-NOT: tile.shared_alloc
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[BARS]]
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[KS]][%{{.*}}], %[[BARS]] if %{{[0-9a-z_]+}} : !tile.block_ptr
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[VS]][%{{.*}}], %[[BARS]] if %{{[0-9a-z_]+}} : !tile.block_ptr
+// CHECK: %[[TRIPS:.*]] = arith.maxsi
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[VS]][%[[TRIPS]]], %[[BARS]] if %{{.*}} {arrivals = 2 : i32}
+// CHECK: scf.for
+// CHECK: tile.wait_barrier %[[BARS]]
+// CHECK: tile.shared_load %[[VS]]
+// CHECK: tile.tma_load %{{.*}}, %{{.*}} into %[[VS]][%{{.*}}], %[[BARS]] if %{{.*}} {arrivals = 2 : i32}
+func.func @ring_partly_filled(%k: !tile.ptr<f16> {tile.divisibility = 16 : i32}, %v: !tile.ptr<f16> {tile.divisibility = 16 : i32},
+                              %n: i32 {tile.divisibility = 16 : i32}, %last: i32, %q: tensor<64x64xf16>) -> tensor<64x64xf32>
+    attributes {tile.num_stages = 2 : i32, tile.tma} {
+  %c0 = arith.constant 0 : i32
+  %c64 = arith.constant 64 : i32
+  %one = arith.constant 1 : i64
+  %n64 = arith.extsi %n : i32 to i64
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %k0 = tile.make_block_ptr %k, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %v0 = tile.make_block_ptr %v, [%n64, %n64], [%n64, %one], [%c0, %c0] {order = array<i32: 1, 0>} : !tile.ptr<f16> -> !tile.block_ptr<tensor<64x64xf16>>
+  %both = scf.for %i = %c0 to %last step %c64 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %kp = tile.advance %k0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %vp = tile.advance %v0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %kt = tile.block_load %kp {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %vt = tile.block_load %vp {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %s = tile.dot %q, %kt, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    %o = tile.dot %q, %vt, %s : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o : tensor<64x64xf32>
+  }
+  %end = arith.addi %last, %c64 : i32
+  %tail = scf.for %i = %last to %end step %c64 iter_args(%acc = %both) -> (tensor<64x64xf32>) : i32 {
+    %vp = tile.advance %v0, [%i, %c0] : !tile.block_ptr<tensor<64x64xf16>>
+    %vt = tile.block_load %vp {boundary_check = array<i32: 0, 1>} : !tile.block_ptr<tensor<64x64xf16>> -> tensor<64x64xf16>
+    %o = tile.dot %q, %vt, %acc : tensor<64x64xf16> * tensor<64x64xf16> -> tensor<64x64xf32>
+    scf.yield %o : tensor<64x64xf32>
+  }
+  return %tail : tensor<64x64xf32>
+}

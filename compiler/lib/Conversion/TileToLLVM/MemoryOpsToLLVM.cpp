@@ -703,8 +703,8 @@ struct InitBarriersLowering : ConvertOpToLLVMPattern<InitBarriersOp> {
 };
 
 /// Where active, the first thread (of the producer warps, in a warp-specialized kernel)
-/// arrives on the fill's stage's barrier expecting the block's bytes
-/// and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
+/// arrives on the fill's stage's barrier expecting the block's bytes (and for the stage's
+/// other blocks, `arrivals` - 1 times, where the fill copies only this one) and issues one bulk tensor copy per 128-byte-wide atom of the stage (coordinates innermost
 /// first, in the map's order of the block's dimensions); the barrier's phase completes when
 /// every byte has landed.
 struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
@@ -736,6 +736,8 @@ struct TmaLoadLowering : ConvertOpToLLVMPattern<TmaLoadOp> {
       constraints += ",r";
     }
     std::string code = "@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], " + std::to_string(rows * cols * bytes) + ";";
+    if (op.getArrivals() > 1)
+      code += "\n\t@$0 mbarrier.arrive.shared::cta.b64 _, [$1], " + std::to_string(op.getArrivals() - 1) + ";";
     for (int64_t atom = 0; atom < cols / atomColumns; ++atom) {
       Value dst = LLVM::GEPOp::create(rewriter, loc, stage.getType(), rewriter.getI8Type(), stage,
                                       ValueRange{i32Constant(rewriter, loc, atom * rows * atomColumns * bytes)});

@@ -751,6 +751,8 @@ LogicalResult TmaLoadOp::verify() {
     return emitOpError() << "copies blocks of " << d(block) << " into stages of " << d(tile);
   if (!isBarrierRing(getBarriers().getType()) || getBarriers().getType().getStages() != getBuffer().getType().getStages())
     return emitOpError() << "needs one mbarrier (tensor<1xi64>) per stage of the buffer";
+  if (getArrivals() < 1)
+    return emitOpError() << "arrives at least once, not " << getArrivals() << " times";
   return success();
 }
 

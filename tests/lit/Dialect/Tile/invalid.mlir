@@ -491,6 +491,16 @@ func.func @tma_load_barriers(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor
 
 // -----
 
+func.func @tma_load_arrivals(%map: !tile.tensor_map, %bp: !tile.block_ptr<tensor<64x64xf16>>, %slot: i32, %on: i1) {
+  %buf = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %bars = tile.shared_alloc : !tile.shared<2 x tensor<1xi64>>
+  // expected-error @+1 {{arrives at least once, not 0 times}}
+  tile.tma_load %map, %bp into %buf[%slot], %bars if %on {arrivals = 0 : i32} : !tile.block_ptr<tensor<64x64xf16>>, !tile.shared<2 x tensor<64x64xf16>>, !tile.shared<2 x tensor<1xi64>>
+  return
+}
+
+// -----
+
 func.func @wait_barrier_ring(%slot: i32) {
   %buf = tile.shared_alloc : !tile.shared<2 x tensor<2xi64>>
   // expected-error @+1 {{needs stages of tensor<1xi64>, not i64[2]}}

@@ -25,7 +25,11 @@ def TilePipelineLoops : Pass<"tile-pipeline-loops", "mlir::ModuleOp"> {
     (`tile.init_barriers`), whose fills are numbered across those loops in program order
     (`tile.tma_load`s name their fill number; loops and branches around them carry the
     count): the masked loop continues the unmasked one's numbering, an outer loop's next
-    iteration the previous one's. Each iteration waits for its stage's phase
+    iteration the previous one's. A loop loading only some of a ring's blocks (in the same
+    order) fills that ring too: its copies land in their blocks' buffers, and the first
+    arrives for the blocks the fill leaves as they are (`arrivals`), so that the forward's last
+    deferred P @ V, written as a loop of one block, reads V from the ring of K and V. Each
+    iteration waits for its stage's phase
     (`tile.wait_barrier {sync}`). Every pipelined loop ends with `tile.async_wait 0` (a CTA
     barrier). With `tile.invariant_operands_in_shared` on the kernel, a
     tile loaded outside loops and used only by dots inside them is copied once into a

@@ -440,12 +440,14 @@ def Tile_TmaLoadOp : Tile_Op<"tma_load", [MemoryEffects<[MemRead, MemWrite]>]> {
     the tensor read zero. The barrier's phase fill / stages completes
     when all its loads have landed (`tile.wait_barrier`); a producer warpgroup
     (tile-specialize-warps) first waits until the stage's previous contents, fill - stages,
-    have been released.
+    have been released. With `arrivals` = n > 1 it arrives n times (a fill that copies only
+    some of the blocks a ring's stage holds arrives for the others too).
 
     Example: `tile.tma_load %map, %bp into %buf[%fill], %bars if %active : !tile.block_ptr<tensor<128x64xf16>>, !tile.shared<3 x tensor<128x64xf16>>, !tile.shared<3 x tensor<1xi64>>`
   }];
   let arguments = (ins Tile_TensorMapType:$map, Tile_BlockPointerType:$ptr, Tile_SharedBufferType:$buffer,
-                       I32:$fill, Tile_SharedBufferType:$barriers, I1:$active);
+                       I32:$fill, Tile_SharedBufferType:$barriers, I1:$active,
+                       DefaultValuedAttr<I32Attr, "1">:$arrivals);
   let assemblyFormat = [{
     $map `,` $ptr `into` $buffer `[` $fill `]` `,` $barriers `if` $active attr-dict `:`
     qualified(type($ptr)) `,` qualified(type($buffer)) `,` qualified(type($barriers))
