@@ -572,7 +572,8 @@ private:
       if (blocksOf(loads, ring.maps, ring.tiles)) {
         if (ring.maps.size() == loads.size())
           return index;
-        holding = holding ? holding : std::optional<size_t>(index);
+        if (!holding)
+          holding = index;
       }
     return holding;
   }
