@@ -130,10 +130,15 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       };
       visit(2, load(record), false);
       visit(2 + mask_kv_blocks, load(record + 1), true);
-      if (overlap) // the last listed step's V; none after empty lists
-        if_(visited > 0, {softmax.acc}, [&] {
-          softmax.multiply_pending(values.load(pending_from, bn, dims, readable(pending_from, true)));
-        });
+      // The last listed step's V; none after empty lists. With LAST_PRODUCT_IN_LOOP as a loop of
+      // at most one step, its V through the ring of K and V (see the dense forward).
+      auto multiply_last = [&] {
+        softmax.multiply_pending(values.load(pending_from, bn, dims, readable(pending_from, true)));
+      };
+      if (overlap && cfg.get("LAST_PRODUCT_IN_LOOP", 0) != 0)
+        for_range(0, minimum(visited, 1), 1, softmax.state(), [&](Tile) { multiply_last(); });
+      else if (overlap)
+        if_(visited > 0, {softmax.acc}, multiply_last);
       store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
             softmax.output(T::dtype), row_ok && dim_ok);
       store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);

@@ -276,6 +276,8 @@ TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 2 * kv + h) % 5 != 0; }));
   check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
+  overlapped.config->set("LAST_PRODUCT_IN_LOOP", 1); // the last step as a loop of one
+  check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
 }
 
 // Block pointers (on Hopper the TMA's copies, from producer warps where the config has them)
@@ -293,16 +295,19 @@ TEST_F(BlockSparse, BlockPointersAtListedBlocks) {
   std::set<std::string> tried;
   for (dsl::Config config : block_sparse_forward_configs(64, mask))
     for (int persistent : {0, 1}) // persistent programs (three here) beside a producer warpgroup
-      if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0))) {
-        config.set("PERSISTENT", persistent);
-        if (!tried.insert(config.str()).second)
-          continue;
-        SCOPED_TRACE(config.str());
-        AttentionOptions options;
-        options.config = config;
-        check(p, mask, stripes, partial, {}, {}, options);
-        ++forwards;
-      }
+      for (int last_in_loop : {0, 1}) // FlashAttention-3's last deferred step as a loop of one
+        if (config.get("BLOCK_POINTERS", 0) && (!persistent || config.get("warp_specialize", 0)) &&
+            (!last_in_loop || config.get("OVERLAP_SOFTMAX", 0))) {
+          config.set("PERSISTENT", persistent);
+          config.set("LAST_PRODUCT_IN_LOOP", last_in_loop);
+          if (!tried.insert(config.str()).second)
+            continue;
+          SCOPED_TRACE(config.str());
+          AttentionOptions options;
+          options.config = config;
+          check(p, mask, stripes, partial, {}, {}, options);
+          ++forwards;
+        }
   for (BackwardPass pass : {BackwardPass::keys_values, BackwardPass::queries})
     for (const dsl::Config &config : block_sparse_backward_configs(64, mask, pass)) {
       if (!config.get("BLOCK_POINTERS", 0))
