@@ -220,13 +220,19 @@ const jit::LoadedKernel *Kernel::specialization(const Config &config, uint64_t d
                                                 uint64_t ones, size_t count) const {
   std::call_once(cache_->created, [this] { cache_->cache = std::make_shared<jit::KernelCache>(); });
   jit::KernelCache &cache = *cache_->cache;
-  std::lock_guard<std::mutex> lock(cache.mutex);
   CUcontext context = nullptr;
   TESSERA_CU(cuCtxGetCurrent(&context));
-  if (const jit::LoadedKernel *loaded = cache.find(context, config, divisible, ones))
-    return loaded;
-  return cache.insert(
-      {context, config, divisible, ones, jit::build(*this, config, jit::specializationOf(divisible, ones, count))});
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (const jit::LoadedKernel *loaded = cache.find(context, config, divisible, ones))
+      return loaded;
+  }
+  // Compiled without the lock, so that threads launching other specializations compile beside
+  // this one (a thread compiling the same one meanwhile costs a second compilation; the cache
+  // keeps the first).
+  std::unique_ptr<jit::LoadedKernel> built = jit::build(*this, config, jit::specializationOf(divisible, ones, count));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.insert({context, config, divisible, ones, std::move(built)});
 }
 
 std::vector<double> Kernel::compile_ahead(const std::vector<Config> &configs,

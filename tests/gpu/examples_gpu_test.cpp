@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -477,6 +478,45 @@ TEST_F(GpuTest, KernelsCompiledAheadOnSeveralThreadsAreTheOnesLaunched) {
       ASSERT_EQ(got[i], x[i] + y[i]) << config.str() << " at " << i;
   }
   EXPECT_EQ(jit::cache_stats().entries, 4); // nothing compiled again
+  jit::cache_clear();
+  unsetenv("TESSERA_CACHE_DIR");
+}
+
+// Threads launching different configs of one kernel at once, each compiling its own (the
+// kernel's cache is not locked while a thread compiles), and two the same config: every launch
+// runs right and the cache keeps one module a config.
+TEST_F(GpuTest, ThreadsLaunchingOneKernelCompileSideBySide) {
+  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  const int n = 5000;
+  auto x = random_floats(n, 24), y = random_floats(n, 25);
+  auto dx = upload(x), dy = upload(y);
+  Kernel add = examples::vector_add();
+  const std::vector<int64_t> blocks{128, 256, 512, 1024, 1024};
+  std::vector<jit::DeviceBuffer> results;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    results.push_back(poisoned(n * 4));
+  std::vector<std::string> errors(blocks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        add.launch({uint32_t(cdiv(n, blocks[i]))}, {{"BLOCK", blocks[i]}}, dx.data(), dy.data(), results[i].data(), n);
+        jit::synchronize();
+      } catch (const Error &error) {
+        errors[i] = error.what();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << "BLOCK " << blocks[i];
+    auto got = download<float>(results[i], n);
+    for (int j = 0; j < n; ++j)
+      ASSERT_EQ(got[j], x[j] + y[j]) << "BLOCK " << blocks[i] << " at " << j;
+  }
+  EXPECT_EQ(jit::cache_stats().entries, 4);
   jit::cache_clear();
   unsetenv("TESSERA_CACHE_DIR");
 }
