@@ -11,13 +11,16 @@ def _needs_dispatcher(tensors):
     traces it, autograd will need its backward, or a tensor subclass (fake tensors among them),
     a torch function or dispatch mode or a functorch transform must see it. Otherwise the
     kernels are called directly: the dispatch costs ~10 us of host time a call, more than the
-    kernel takes at small shapes."""
-    return (torch.compiler.is_compiling()
-            or (torch.is_grad_enabled() and any(x.requires_grad for x in tensors))
-            or any(type(x) is not torch.Tensor for x in tensors)
-            or torch._C._is_torch_function_mode_enabled()
-            or torch._C._len_torch_dispatch_stack() > 0
-            or torch._C._functorch.peek_interpreter_stack() is not None)
+    kernel takes at small shapes. A torch without these probes always takes the op."""
+    try:
+        return (torch.compiler.is_compiling()
+                or (torch.is_grad_enabled() and any(x.requires_grad for x in tensors))
+                or any(type(x) is not torch.Tensor for x in tensors)
+                or torch._C._is_torch_function_mode_enabled()
+                or torch._C._len_torch_dispatch_stack() > 0
+                or torch._C._functorch.peek_interpreter_stack() is not None)
+    except AttributeError:
+        return True
 
 
 def _forward(q, k, v, causal, scale):

@@ -107,6 +107,9 @@ def test_calls_without_autograd_skip_the_dispatcher_and_agree(device, monkeypatc
     assert not direct.requires_grad and not no_grad.requires_grad
     with_grad = tessera.flash_attn(q, k, v, causal=True, layout="bhsd")
     assert len(dispatched) == 1 and with_grad.grad_fn is not None and torch.equal(with_grad.detach(), direct)
+    monkeypatch.delattr(torch._C, "_len_torch_dispatch_stack")  # a torch without one of the probes
+    older = tessera.flash_attn(*(x.detach() for x in (q, k, v)), causal=True, layout="bhsd")
+    assert len(dispatched) == 2 and torch.equal(older, direct)
 
 
 def test_errors_are_python_exceptions():
