@@ -26,7 +26,7 @@ from torch.nn.attention import SDPBackend
 import tessera
 from bench_attention_backward import peer_backward
 from peers_attention import sdpa
-from peers_common import median_ms_from_rest, sustained_ms
+from peers_common import median_ms_from_rest, shapes, sustained_ms
 
 ROUNDS = 3
 HIDE_HOST_CYCLES = 400_000  # longer than the host's 40-120 us after a sync (H200 host, 12-04b)
@@ -59,12 +59,6 @@ def alternating_medians(calls, measure, rounds=ROUNDS):
         for name, run in calls.items():
             times[name].append(measure(run))
     return {name: statistics.median(t) for name, t in times.items()}, times
-
-
-def shapes(args, default):
-    """(D, N, heads) for each D:N (heads 2048/D) or D:N:H argument, else for each D:N of `default`."""
-    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a] or default
-    return [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only]
 
 
 def cases(args):

@@ -16,8 +16,9 @@ import torch
 from torch.nn.attention import SDPBackend
 
 import tessera
-from head_to_head_attention import DTYPES, alternating_medians, inputs, shapes
+from head_to_head_attention import DTYPES, alternating_medians, inputs
 from peers_attention import sdpa
+from peers_common import shapes
 
 CALLS = 200
 

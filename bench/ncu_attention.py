@@ -12,8 +12,9 @@ import sys
 import torch
 from torch.nn.attention import SDPBackend
 
-from head_to_head_attention import DTYPES, inputs, providers, shapes
+from head_to_head_attention import DTYPES, inputs, providers
 from peers_attention import sdpa
+from peers_common import shapes
 
 
 def main():

@@ -1,7 +1,14 @@
-"""Timing shared by the peer scripts: CUDA events around each run, median after warm-up."""
+"""Shared by the bench scripts: timing (CUDA events around each run, median after warm-up) and
+the D:N[:H] shape arguments."""
 import time
 
 import torch
+
+
+def shapes(args, default):
+    """(D, N, heads) for each D:N (heads 2048/D) or D:N:H argument, else for each D:N of `default`."""
+    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a] or default
+    return [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only]
 
 
 def median_ms(fn, warmup=10, runs=100, hide_host_cycles=0):
