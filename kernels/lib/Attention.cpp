@@ -345,6 +345,11 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // overlapped config of the spaces that had an mma.sync epilogue (the persistent 64-row
   // programs, c3, c5, c9-c12) runs it on wgmma (sm_90a SASS, 12-05; not yet run on a GPU). To
   // time there: those two, and the plain order's persistent programs, which have no such product.
+  // Timed (12-05, sustained, 3 rounds, N = 4096): persistent 128 x 128 ping-pong with the
+  // product in the loop's ring takes 0.908 ms against the shipped 0.925 (f16) and 0.883 against
+  // 0.896 (bf16); with b_in_scratch 0.912 and 0.888; with Q_BLOCK_POINTER 0.930 and 0.900; the
+  // plain order 0.993 and 0.961. Causal: 0.514 against 0.509 (f16), 0.491 against 0.494 (bf16).
+  // So the d = 128 space holds it (persistentInLoop), and the tuner decides.
   // Causal persistent programs take the tiles the host plans (causal_schedule), balanced to a
   // light tile where the static order left the busiest program 1.04x the mean work (1.14x at d
   // = 128): f16 N = 4096 d = 64 0.673 ms against 0.688 not persistent; d = 128 0.510 against
@@ -366,7 +371,7 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // causal persistent ones neither (12-04c, five A/Bs: 0.671-0.683 ms against 0.677-0.684).
   struct Shape {
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, causalMaskedBn = 0,
-            stagedStores = 0, causalPersistent = 0;
+            stagedStores = 0, causalPersistent = 0, persistentInLoop = 0;
   };
   // Built where returned: GCC 12 reads assigning a list to an empty vector as a memmove to null.
   const std::vector<Shape> shapes = [&]() -> std::vector<Shape> {
@@ -392,7 +397,8 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {128, 32, 4, 3, 0, 1, 0, 0},   {128, 32, 4, 3, 1, 1, 0, 0},   {128, 64, 4, 2, 0, 1, 0, 0},
               {128, 64, 8, 3, 1, 0, 0, 0},   {64, 64, 4, 3, 1, 0, 0, 0},    {128, 64, 8, 3, 0, 0, 1, 0},
               {128, 128, 8, 2, 0, 1, 1, 0},  {128, 64, 8, 3, 0, 0, 0, 0},   {128, 64, 8, 3, 1, 0, 1, 1},
-              {128, 128, 8, 2, 1, 1, 1, 2, 1, 0, 0, 1}, {128, 128, 8, 2, 1, 1, 1, 2, 1, 1, 0, 1}};
+              {128, 128, 8, 2, 1, 1, 1, 2, 1, 0, 0, 1}, {128, 128, 8, 2, 1, 1, 1, 2, 1, 1, 0, 1},
+              {128, 128, 8, 2, 1, 1, 1, 2, 1, 1, 0, 1, 0, 1}};
     return {{64, 32, 4, 2, 0, 1, 0, 0},
             {64, 64, 4, 2, 0, 1, 0, 0},
             {128, 32, 8, 2, 0, 1, 0, 0},
@@ -422,6 +428,10 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
     if (shape.causalPersistent) {
       configs.back().set("PERSISTENT", 1);
       configs.back().set("Q_BLOCK_POINTER", 1);
+    }
+    if (shape.persistentInLoop) {
+      configs.back().set("PERSISTENT", 1);
+      configs.back().set("LAST_PRODUCT_IN_LOOP", 1);
     }
   }
   return configs;
