@@ -432,10 +432,20 @@ TEST_F(GpuTest, DevicePrintShowsProgramIndexAndValue) {
   EXPECT_NE(out.find("pid (1, 0, 0) idx (3) v = 15"), std::string::npos) << out.substr(0, 500);
 }
 
+/// A kernel cache of its own ($TESSERA_CACHE_DIR) while it lives: compilations start cold.
+struct FreshCacheDir {
+  FreshCacheDir() {
+    char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
+    setenv("TESSERA_CACHE_DIR", mkdtemp(pattern), 1);
+  }
+  ~FreshCacheDir() {
+    jit::cache_clear();
+    unsetenv("TESSERA_CACHE_DIR");
+  }
+};
+
 TEST_F(GpuTest, AnotherKernelObjectReusesTheDiskCache) {
-  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
-  std::string dir = mkdtemp(pattern);
-  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  FreshCacheDir cache;
   const int n = 5000;
   auto dx = upload(random_floats(n, 20)), dy = upload(random_floats(n, 21));
   auto first = poisoned(n * 4), second = poisoned(n * 4);
@@ -446,17 +456,13 @@ TEST_F(GpuTest, AnotherKernelObjectReusesTheDiskCache) {
   jit::synchronize();
   EXPECT_EQ(jit::cache_stats().entries, 1); // found, not compiled again
   EXPECT_EQ(download<float>(first, n), download<float>(second, n));
-  jit::cache_clear();
-  unsetenv("TESSERA_CACHE_DIR");
 }
 
 // The tuner compiles its configs on several threads before it times them
 // (Kernel::compile_ahead): each is loaded into the caller's context, where its launch finds it
 // (a second compile_ahead has nothing left to do), and runs right.
 TEST_F(GpuTest, KernelsCompiledAheadOnSeveralThreadsAreTheOnesLaunched) {
-  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
-  std::string dir = mkdtemp(pattern);
-  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  FreshCacheDir cache;
   const int n = 5000;
   auto x = random_floats(n, 22), y = random_floats(n, 23);
   auto dx = upload(x), dy = upload(y);
@@ -478,17 +484,13 @@ TEST_F(GpuTest, KernelsCompiledAheadOnSeveralThreadsAreTheOnesLaunched) {
       ASSERT_EQ(got[i], x[i] + y[i]) << config.str() << " at " << i;
   }
   EXPECT_EQ(jit::cache_stats().entries, 4); // nothing compiled again
-  jit::cache_clear();
-  unsetenv("TESSERA_CACHE_DIR");
 }
 
 // Threads launching different configs of one kernel at once, each compiling its own (the
 // kernel's cache is not locked while a thread compiles), and two the same config: every launch
 // runs right and the cache keeps one module a config.
 TEST_F(GpuTest, ThreadsLaunchingOneKernelCompileSideBySide) {
-  char pattern[] = "/tmp/tessera-gpu-cache-XXXXXX";
-  std::string dir = mkdtemp(pattern);
-  setenv("TESSERA_CACHE_DIR", dir.c_str(), 1);
+  FreshCacheDir cache;
   const int n = 5000;
   auto x = random_floats(n, 24), y = random_floats(n, 25);
   auto dx = upload(x), dy = upload(y);
@@ -517,8 +519,6 @@ TEST_F(GpuTest, ThreadsLaunchingOneKernelCompileSideBySide) {
       ASSERT_EQ(got[j], x[j] + y[j]) << "BLOCK " << blocks[i] << " at " << j;
   }
   EXPECT_EQ(jit::cache_stats().entries, 4);
-  jit::cache_clear();
-  unsetenv("TESSERA_CACHE_DIR");
 }
 
 // --- autotuning an in-place kernel -----------------------------------------------------------
