@@ -335,21 +335,20 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // persistent loop the pipeliner does not stage that V through the TMA (it does so only for
   // loads outside every loop), so the consumers load it into registers, convert it through the
   // 32 KB scratch and multiply on mma.sync (sm_90a SASS: 128 HMMA a warp, 76 bytes of spills;
-  // 12-04j). A TMA stage for it takes 32 KB of shared memory these 225 KB configs do not have;
-  // the compiler knob b_in_scratch stages it for wgmma in the scratch's memory instead (0 HMMA,
-  // 52 bytes of spills, 0 with Q_BLOCK_POINTER; not yet run on a GPU). The kernel knob
-  // LAST_PRODUCT_IN_LOOP writes that product as a loop of one block instead, whose V the
-  // producer's TMA copies into the ring of the loops' K and V while the masked loop computes:
-  // no consumer loads, no stage of its own (the shipped 128 x 128 ping-pong takes 197632 bytes
-  // instead of 230400, the persistent one 0 HMMA and no spills in 230400), and every
-  // overlapped config of the spaces that had an mma.sync epilogue (the persistent 64-row
-  // programs, c3, c5, c9-c12) runs it on wgmma (sm_90a SASS, 12-05; not yet run on a GPU). To
-  // time there: those two, and the plain order's persistent programs, which have no such product.
+  // 12-04j). A TMA stage for it takes 32 KB of shared memory these 225 KB configs do not have.
+  // The kernel knob LAST_PRODUCT_IN_LOOP writes that product as a loop of one block instead,
+  // whose V the producer's TMA copies into the ring of the loops' K and V while the masked loop
+  // computes: no consumer loads, no stage of its own (the shipped 128 x 128 ping-pong takes
+  // 197632 bytes instead of 230400, the persistent one 0 HMMA and no spills in 230400), and
+  // every overlapped config of the spaces that had an mma.sync epilogue (the persistent 64-row
+  // programs, c3, c5, c9-c12) runs it on wgmma (sm_90a SASS, 12-05).
   // Timed (12-05, sustained, 3 rounds, N = 4096): persistent 128 x 128 ping-pong with the
   // product in the loop's ring takes 0.908 ms against the shipped 0.925 (f16) and 0.883 against
-  // 0.896 (bf16); with b_in_scratch 0.912 and 0.888; with Q_BLOCK_POINTER 0.930 and 0.900; the
-  // plain order 0.993 and 0.961. Causal: 0.514 against 0.509 (f16), 0.491 against 0.494 (bf16).
-  // So the d = 128 space holds it (persistentInLoop), and the tuner decides.
+  // 0.896 (bf16); with that V staged for wgmma in the scratch's memory instead (a compiler knob
+  // since removed) 0.912 and 0.888; with Q_BLOCK_POINTER 0.930 and 0.900; the plain order 0.993
+  // and 0.961. Causal: 0.514 against 0.509 (f16), 0.491 against 0.494 (bf16). So the d = 128
+  // space holds it (persistentInLoop), and the tuner decides: in 12-05b's closing table (tuned
+  // afresh) it won every unmasked cell (N = 4096 and 8192, f16 and bf16), the causal ones not.
   // Causal persistent programs take the tiles the host plans (causal_schedule), balanced to a
   // light tile where the static order left the busiest program 1.04x the mean work (1.14x at d
   // = 128): f16 N = 4096 d = 64 0.673 ms against 0.688 not persistent; d = 128 0.510 against

@@ -227,15 +227,6 @@ TEST_F(GpuTest, AttentionForwardTreeRowMaxima) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"tree_max", 1}}, 2, 1111, 4, {64});
 }
 
-// The last deferred P @ V's V staged for wgmma in the scratch (compiler knob b_in_scratch) where
-// no TMA stage holds it: persistent programs walking several tiles (the stage refilled each
-// tile, after the previous tile's O went through the same memory), and every overlapped
-// config, on tiles of pointers too.
-TEST_F(GpuTest, AttentionForwardLastProductFromTheScratch) {
-  checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"b_in_scratch", 1}}, 4, 4224, 8);
-  checkSpacesWith("OVERLAP_SOFTMAX", {{"b_in_scratch", 1}}, 2, 1111, 4);
-}
-
 // FlashAttention-3's last deferred P @ V as a loop of one block (config knob
 // LAST_PRODUCT_IN_LOOP), its V through the ring of K and V (that fill copying V alone and
 // arriving for K's buffer too): every overlapped config, on tiles of pointers too, and

@@ -109,7 +109,6 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"exp2_on_fma", 9, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got 9"},
                                       {"exp2_on_fma", -1, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got -1"},
                                       {"tree_max", 2, "tree_max must be 0 or 1, got 2"},
-                                      {"b_in_scratch", 2, "b_in_scratch must be 0 or 1, got 2"},
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"ping_pong", 2, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
@@ -233,10 +232,9 @@ dsl::TracedKernel d128Forward(std::initializer_list<std::pair<const char *, int6
 
 // The forward's last deferred P @ V, after its loops, reads V from a stage of its own that the
 // producer's TMA fills: wgmma, no mma.sync. Where that stage would not fit beside the rings
-// (here under a limit just below what it takes), the kernel is compiled without it: the
-// consumers load V and multiply on mma.sync, or with b_in_scratch store it into a stage in the
-// scratch's memory, for wgmma. (The stage reuses a ring's memory and its barriers an alignment
-// gap: without it the kernel may take as much.)
+// (here under a limit just below what it takes), the kernel is compiled without it. (The
+// stage reuses a ring's memory and its barriers an alignment gap: without it the kernel may
+// take as much.)
 TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   const dsl::TracedKernel traced = d128Forward({});
   const compiler::CompiledKernel staged = compiler::compile(traced, compiler::Target{9, 0});
@@ -249,11 +247,6 @@ TEST(CompilerConfig, ALoadAfterTheLoopsGetsAStageWhereItFits) {
   const compiler::CompiledKernel tight = compiler::compile(traced, compiler::Target{9, 0, staged.shared_memory - 1});
   EXPECT_THAT(tight.ptx, ::testing::HasSubstr("mma.sync"));
   EXPECT_LE(tight.shared_memory, staged.shared_memory);
-  const compiler::CompiledKernel inScratch =
-      compiler::compile(d128Forward({{"b_in_scratch", 1}}), compiler::Target{9, 0, staged.shared_memory - 1});
-  EXPECT_THAT(inScratch.ptx, ::testing::HasSubstr("wgmma.mma_async"));
-  EXPECT_THAT(inScratch.ptx, ::testing::Not(::testing::HasSubstr("mma.sync")));
-  EXPECT_LE(inScratch.shared_memory, staged.shared_memory);
 }
 
 // With LAST_PRODUCT_IN_LOOP that product is a loop of one block whose V fills the ring of the

@@ -3,7 +3,6 @@
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -49,18 +48,6 @@ std::pair<int64_t, int64_t> liveSpan(SharedAllocOp alloc, const Positions &at) {
   return {first, last};
 }
 
-/// Whether `op` may run while another warp still reads the stage `store` fills (a stage in the
-/// scratch's memory, read by its warpgroups' dots): after the store in the kernel, or in a loop
-/// around it (the next iteration's).
-bool mayRunAfter(Operation *op, Operation *store, const Positions &at) {
-  if (at.begin.lookup(op) > at.begin.lookup(store))
-    return true;
-  for (auto loop = store->getParentOfType<scf::ForOp>(); loop; loop = loop->getParentOfType<scf::ForOp>())
-    if (loop->isAncestor(op))
-      return true;
-  return false;
-}
-
 struct TileAllocateSharedMemoryPass
     : tessera::impl::TileAllocateSharedMemoryBase<TileAllocateSharedMemoryPass> {
   void runOnOperation() override {
@@ -79,12 +66,7 @@ struct TileAllocateSharedMemoryPass
       };
       std::vector<Placed> placed;
       int64_t rings = 0;
-      SmallVector<SharedAllocOp> inScratch;
       func.walk([&](SharedAllocOp alloc) {
-        if (alloc->hasAttr(kInScratchAttrName)) {
-          inScratch.push_back(alloc);
-          return;
-        }
         auto type = alloc.getType();
         auto tile = type.getTileType();
         const int64_t align = isBarrierRing(type) ? 8 : tile.getRank() == 1 ? 128 : 1024;
@@ -113,27 +95,14 @@ struct TileAllocateSharedMemoryPass
           rings += bytes;
         }
       });
-      // Scratch lives only while its op runs: every op's starts right after the rings. So do
-      // the stages in it (tile.in_scratch: from the store right before their dot to the dot's
-      // wait), swizzled (1024-byte aligned); an op using the scratch that may run after such a
-      // store first waits for every warp, whose dots may still read the stage.
-      const int64_t scratchAt = int64_t(llvm::alignTo(rings, inScratch.empty() ? 128 : 1024));
+      // Scratch lives only while its op runs: every op's starts right after the rings.
+      const int64_t scratchAt = int64_t(llvm::alignTo(rings, 128));
       int64_t scratch = 0;
-      SmallVector<Operation *> stageStores;
-      for (SharedAllocOp stage : inScratch) {
-        stage->setAttr("tile.smem_offset", b.getI64IntegerAttr(scratchAt));
-        scratch = std::max(scratch, ringBytes(stage.getType()));
-        for (Operation *user : stage->getUsers())
-          if (isa<SharedStoreOp>(user))
-            stageStores.push_back(user);
-      }
       func.walk([&](Operation *op) {
         int64_t bytes = scratchBytes(op);
         if (bytes == 0)
           return;
         op->setAttr("tile.smem_offset", b.getI64IntegerAttr(scratchAt));
-        if (llvm::any_of(stageStores, [&](Operation *store) { return mayRunAfter(op, store, at); }))
-          op->setAttr(kBarrierBeforeScratchAttrName, b.getUnitAttr());
         scratch = std::max(scratch, bytes);
       });
       func->setAttr(kSharedMemoryAttrName, b.getI64IntegerAttr(scratch ? scratchAt + scratch : rings));

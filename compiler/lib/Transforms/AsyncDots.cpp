@@ -77,31 +77,6 @@ bool overwritesOperandOf(Operation *op, DotOp dot) {
          });
 }
 
-/// Whether `buffer` is a stage in the scratch's memory (tile.in_scratch).
-bool inScratch(Value buffer) {
-  auto alloc = buffer.getDefiningOp<SharedAllocOp>();
-  return alloc && alloc->hasAttr(kInScratchAttrName);
-}
-
-/// Whether `dot` reads a stage in the scratch's memory, which the next op using the scratch
-/// overwrites.
-bool readsScratchStage(DotOp dot) {
-  return llvm::any_of(dot->getOperands(), [](Value operand) {
-    auto load = operand.getDefiningOp<SharedLoadOp>();
-    return load && inScratch(load.getBuffer());
-  });
-}
-
-/// Whether `op` (or an op in its regions) uses the scratch: as its own, or storing a stage in it.
-bool usesScratch(Operation *op) {
-  return op->walk([](Operation *inner) {
-             auto store = dyn_cast<SharedStoreOp>(inner);
-             return scratchBytes(inner) || (store && inScratch(store.getBuffer())) ? WalkResult::interrupt()
-                                                                                  : WalkResult::advance();
-           })
-      .wasInterrupted();
-}
-
 /// Waits for `values` (results of async dots) before `at`, all but the last `pending` dots
 /// done; later reads of the values read the wait's results.
 DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool barrier) {
@@ -196,15 +171,14 @@ void placeWaits(Block &block) {
     if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
       continue;
     // The first op that reads the result, issues or waits for dots we cannot count, or refills
-    // a stage the dot may be reading (a copy, a store into its operand's stage, an op using
-    // the scratch its stage is in); the terminator at the latest.
+    // a stage the dot may be reading (a copy, or a store into its operand's stage); the
+    // terminator at the latest.
     int64_t pending = 0;
-    const bool readsStageInScratch = readsScratchStage(dot);
     Operation *at = dot->getNextNode();
     for (;; at = at->getNextNode()) {
       bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
       if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || overwritesOperandOf(at, dot) ||
-          (readsStageInScratch && usesScratch(at)) || at->hasTrait<OpTrait::IsTerminator>())
+          at->hasTrait<OpTrait::IsTerminator>())
         break;
       pending += isAsyncDot(at);
     }

@@ -835,26 +835,3 @@ func.func @block_vectors(%k: !tile.ptr<f16>, %n: i64, %d: i64, %sn: i64, %start:
   tile.block_store %bp, %t {boundary_check = array<i32: 0, 1>, tile.vector = 8 : i32} : !tile.block_ptr<tensor<8x32xf16>>, tensor<8x32xf16, #b>
   return
 }
-
-// -----
-
-#b = #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
-#c = #tile.blocked<sizePerThread = [2], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
-
-// In a kernel that stages a dot operand in the scratch (tile.barrier_before_scratch), an op
-// using the scratch first waits for every warp, then writes, waits, reads and waits as any
-// such op does.
-// CHECK-LABEL: llvm.func @barrier_before_scratch
-// CHECK: nvvm.barrier0
-// CHECK-NEXT: llvm.mlir.addressof @global_smem
-// CHECK: llvm.store
-// CHECK: nvvm.barrier0
-// CHECK: llvm.load
-// CHECK: nvvm.barrier0
-func.func @barrier_before_scratch(%x: tensor<64xf32, #b>, %out: !tile.ptr<f32>)
-    attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 256 : i64} {
-  %y = tile.convert_layout %x {tile.barrier_before_scratch, tile.smem_offset = 0 : i64} : tensor<64xf32, #b> -> tensor<64xf32, #c>
-  %os = tile.splat %out : !tile.ptr<f32> -> tensor<64x!tile.ptr<f32>, #c>
-  tile.store %os, %y : tensor<64x!tile.ptr<f32>, #c>
-  return
-}

@@ -304,7 +304,7 @@ template <typename OpT> struct MoveLowering : ConvertOpToLLVMPattern<OpT> {
     } else {
       auto srcType = cast<RankedTensorType>(op.getSrc().getType());
       Type element = registerType(this->getTypeConverter(), srcType);
-      Value base = scratchMemory(rewriter, loc, op);
+      Value base = sharedMemory(rewriter, loc, op, smemOffset(op));
       if (warpgroupMmaAllowed(op) && storesWithStmatrix(srcType))
         storeWithStmatrix(rewriter, loc, base, srcType, src);
       else
@@ -558,7 +558,7 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
       for (int64_t s : rest)
         restCount *= s;
       int64_t slots = int64_t(1) << warpBits.size();
-      Value values = scratchMemory(rewriter, loc, op);
+      Value values = sharedMemory(rewriter, loc, op, smemOffset(op));
       Value indices = sharedMemory(rewriter, loc, op,
                                    smemOffset(op) + slots * restCount * storageBytes(element));
       ThreadId id = threadId(rewriter, loc);
@@ -720,7 +720,7 @@ struct DotLowering : ConvertOpToLLVMPattern<DotOp> {
     int64_t M = aType.getDimSize(0), K = aType.getDimSize(1), N = bType.getDimSize(1);
     Type inElement = registerType(getTypeConverter(), aType);
     Type accElement = registerType(getTypeConverter(), accType);
-    Value aBase = scratchMemory(rewriter, loc, op);
+    Value aBase = sharedMemory(rewriter, loc, op, smemOffset(op));
     Value bBase = sharedMemory(rewriter, loc, op, smemOffset(op) + M * K * storageBytes(inElement));
     storeTileToShared(rewriter, loc, aBase, toLinearLayout(aType.getEncoding(), aType.getShape()),
                       unpack(rewriter, loc, adaptor.getA()), inElement);

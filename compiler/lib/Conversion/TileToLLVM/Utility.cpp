@@ -117,12 +117,6 @@ int64_t smemOffset(mlir::Operation *op) {
   return attr ? attr.getInt() : 0;
 }
 
-Value scratchMemory(OpBuilder &b, Location loc, Operation *op) {
-  if (op->hasAttr(tile::kBarrierBeforeScratchAttrName))
-    barrier(b, loc);
-  return sharedMemory(b, loc, op, smemOffset(op));
-}
-
 void barrier(OpBuilder &b, Location loc) {
   mlir::Operation *at = b.getInsertionBlock()->getParentOp();
   if (producerWarpsOf(at) == 0) {

@@ -63,9 +63,6 @@ Value linearIndex(OpBuilder &b, Location loc, llvm::ArrayRef<Value> coord,
 Value sharedMemory(OpBuilder &b, Location loc, mlir::Operation *op, int64_t offset);
 /// Where tile-allocate-shared-memory put `op`'s scratch or staging (tile.smem_offset).
 int64_t smemOffset(mlir::Operation *op);
-/// The scratch `op` uses (at its tile.smem_offset), after a barrier of every warp where the
-/// kernel stages a dot operand there (tile.barrier_before_scratch).
-Value scratchMemory(OpBuilder &b, Location loc, mlir::Operation *op);
 /// Named barriers besides the CTA's (0): a warp-specialized kernel's consumer warps', each
 /// warpgroup's own (this + its index), ping-pong's turns (this + the consumer warpgroup's).
 constexpr int kConsumersBarrier = 1, kWarpgroupBarriers = 2, kTurnBarriers = 8;

@@ -109,7 +109,7 @@ def TileVectorizeMemory : Pass<"tile-vectorize-memory", "mlir::ModuleOp"> {
 }
 
 def TileStageDotOperands : Pass<"tile-stage-dot-operands", "mlir::ModuleOp"> {
-  let summary = "Let wgmma read an operand computed in registers from a stage, not registers";
+  let summary = "Let wgmma read an A operand computed in registers from a stage, not registers";
   let description = [{
     A wgmma dot's A operand that a trans or convert_layout moves through shared memory (dS in
     the backward's dQ = dS K, whose rows the warpgroups computing dS^T do not hold) would be
@@ -118,11 +118,6 @@ def TileStageDotOperands : Pass<"tile-stage-dot-operands", "mlir::ModuleOp"> {
     (`tile.shared_store`) and the dot reads it through a matrix descriptor
     (`tile.shared_load` that the dot reads step by step), K-major or, from a trans,
     MN-major. Only where the dot then still runs on wgmma.
-    A B operand so moved, outside loop bodies (the forward's last deferred P @ V where no
-    TMA stage holds its V: in a persistent loop, or without the TMA), would keep the dot on
-    mma.sync; with `tile.b_in_scratch` (config knob b_in_scratch) it is stored right before
-    the dot into a stage that takes the scratch's memory (`tile.in_scratch`, see
-    tile-allocate-shared-memory), read as wgmma reads B.
   }];
 }
 
@@ -138,10 +133,7 @@ def TileAllocateSharedMemory : Pass<"tile-allocate-shared-memory", "mlir::Module
     the consumers). Layout conversions, cross-warp reductions and the CUDA-core dot use shared
     memory only while they run (barriers before and after), so their scratch overlaps right
     after the rings; each such op gets `tile.smem_offset`, the kernel `tile.shared_memory`
-    (bytes). Stages marked `tile.in_scratch` (a dot operand stored right before its dot)
-    start there too, 1024-byte aligned; an op using the scratch that may run after such a
-    stage's store (later, or in a loop around it) gets `tile.barrier_before_scratch`: it
-    first waits for every warp, since another warpgroup's dot may still read the stage.
+    (bytes).
   }];
 }
 
@@ -150,8 +142,7 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
   let description = [{
     Every dot that runs on wgmma gets `async`; a `tile.dot_wait` hands its result on just
     before the first op of its block that reads it, contains loops or branches with dots of
-    their own, or refills a stage (copies, a `tile.shared_store` into its operand's, or for
-    a dot reading a stage in the scratch's memory any op using the scratch):
+    their own, or refills a stage (copies, or a `tile.shared_store` into its operand's):
     meanwhile the warps compute what does not depend on it (softmax on one dot's scores while
     the next dot runs), and `pending` leaves the dots issued since in flight. A result that
     only feeds the next async dot as its accumulator is not waited for. A loop whose body's

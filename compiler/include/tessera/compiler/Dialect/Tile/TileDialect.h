@@ -115,17 +115,6 @@ inline constexpr llvm::StringLiteral kExp2OnFmaAttrName = "tile.exp2_on_fma";
 /// Function attribute: tile-convert-to-llvm folds each thread's values of a max reduction as
 /// balanced trees, all rows level by level, instead of one chain a row (config knob tree_max).
 inline constexpr llvm::StringLiteral kTreeMaxAttrName = "tile.tree_max";
-/// Function attribute: tile-stage-dot-operands stages a B operand computed in registers outside
-/// the loop bodies for wgmma, in the scratch's memory (config knob b_in_scratch; untimed, so
-/// outside every tuning space). Op attributes: a dot operand's stage that takes the scratch's
-/// memory (tile.in_scratch, set by tile-stage-dot-operands on such a B operand,
-/// stored right before its dot, which is waited for before any op using the scratch), and,
-/// in a kernel with one, each op using the scratch, which first waits for every warp: the
-/// other warpgroup's dot may still read the stage (tile.barrier_before_scratch, set by
-/// tile-allocate-shared-memory).
-inline constexpr llvm::StringLiteral kBInScratchAttrName = "tile.b_in_scratch";
-inline constexpr llvm::StringLiteral kInScratchAttrName = "tile.in_scratch";
-inline constexpr llvm::StringLiteral kBarrierBeforeScratchAttrName = "tile.barrier_before_scratch";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config
