@@ -13,8 +13,10 @@ with dQ added in the dK/dV pass, deterministic=False; cuDNN's through autograd, 
 outputs kept). JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and D:N pairs
 (e.g. 64:4096) keep only those; D:N:H runs that many heads instead (e.g. 128:4096:33, where
 the 128-row tiles fill whole waves of 132 SMs). Where tessera tunes, its trials and pick go to stderr
-(TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it.
-    PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096]"""
+(TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it. Forward
+only, cI (e.g. c1 c14) also runs config I of the cell's own space (attention_forward_configs(D,
+causal)) untuned, in the same rounds: configs the tuner cannot tell apart, timed as the peers are.
+    PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096] [c1 ...]"""
 import json
 import os
 import statistics
@@ -40,12 +42,22 @@ def inputs(dtype, d, n, h):
     return tuple(torch.randn(b, h, n, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(4))
 
 
-def providers(mode, cudnn, q, k, v, dout, causal):
-    """{"tessera": call, "cudnn": call}: the forward, or with mode "bwd" the backward alone
-    (tessera's with dQ added in the dK/dV pass; cuDNN's through autograd, the forward kept)."""
+def pinned_configs(args):
+    """The config indices the cI arguments name."""
+    return [int(a[1:]) for a in args if a[:1] == "c" and a[1:].isdigit()]
+
+
+def providers(mode, cudnn, q, k, v, dout, causal, pinned=()):
+    """{"tessera": call, "cudnn": call, "tessera cI": call for I in pinned}: the forward, or
+    with mode "bwd" the backward alone (tessera's with dQ added in the dK/dV pass; cuDNN's
+    through autograd, the forward kept)."""
     if mode == "fwd":
-        return {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
-                "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
+        space = tessera.attention_forward_configs(q.shape[-1], causal)
+        calls = {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
+                 "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
+        for i in pinned:
+            calls[f"tessera c{i}"] = lambda c=space[i]: tessera.attention_forward(q, k, v, causal=causal, config=c)
+        return calls
     o, lse = tessera.attention_forward(q, k, v, causal=causal)
     return {"tessera": lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, deterministic=False),
             "cudnn": peer_backward(cudnn, q, k, v, dout, causal)}
@@ -67,12 +79,15 @@ def cases(args):
     not, each call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     chosen = [a for a in args if a in DTYPES] or list(DTYPES)
     mode = "bwd" if "bwd" in args else "fwd"
+    pinned = pinned_configs(args)
+    if pinned and mode == "bwd":
+        sys.exit("head_to_head_attention: cI (a pinned forward config) is for the forward only")
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
     for dname in chosen:
         for d, n, h in shapes(args, [(d, n) for d in (64, 128) for n in (4096, 8192, 16384)]):
             q, k, v, dout = inputs(DTYPES[dname], d, n, h)
             for causal in (False, True):
-                calls = providers(mode, cudnn, q, k, v, dout, causal)
+                calls = providers(mode, cudnn, q, k, v, dout, causal, pinned)
                 for run in calls.values():
                     run()
                 torch.cuda.synchronize()
@@ -95,9 +110,12 @@ def main():
             print(f"{case['dtype']:5s} {case['D']:4d} {case['N']:6d} {case['causal']!s:6s} {case['mode']} "
                   f"{protocol:17s} {ms['tessera']:8.3f} {ms['cudnn']:8.3f} {ms['cudnn'] / ms['tessera']:5.2f}x",
                   flush=True)
+            pinned = {name.split()[1]: {"ms": t, "ratio": ms["cudnn"] / t} for name, t in ms.items() if " " in name}
+            for name, entry in pinned.items():
+                print(f"{'':44s}{name:>9s} {entry['ms']:8.3f} {'':8s} {entry['ratio']:5.2f}x", flush=True)
             out.write(json.dumps({"kind": "attn_head_to_head", **case, "protocol": protocol,
                                   "tessera_ms": ms["tessera"], "sdpa_cudnn_ms": ms["cudnn"], "rounds": rounds,
-                                  "gpu": gpu}) + "\n")
+                                  **({"pinned": pinned} if pinned else {}), "gpu": gpu}) + "\n")
             out.flush()
 
 if __name__ == "__main__":

@@ -107,6 +107,12 @@ int64_t powerOfTwoAtLeast(int64_t n) {
 /// The head dim the kernel computes with: a power of two of at least 16 (the rest masked).
 int64_t paddedHeadDim(int64_t head_dim) { return std::max<int64_t>(16, powerOfTwoAtLeast(head_dim)); }
 
+/// The head dims the kernels take, for the entry point `where`.
+void checkHeadDim(int64_t head_dim, const char *where) {
+  if (head_dim < 1 || head_dim > 256)
+    throw Error(std::string(where) + ": head_dim " + std::to_string(head_dim) + " is not supported (1 to 256)");
+}
+
 /// How many programs of a PERSISTENT config run at once: one per program slot of the GPU's SMs
 /// (under the interpreter three, so that each takes several tiles).
 int64_t persistentPrograms(const dsl::Config &config) {
@@ -280,6 +286,7 @@ std::string detail::attention_tuning_key(const std::vector<dsl::LaunchArg> &args
 }
 
 std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal) {
+  checkHeadDim(head_dim, "attention_forward_configs");
   int64_t padded = paddedHeadDim(head_dim);
   // Every warp owns at least 16 whole rows, so that the softmax statistics stay in the warp;
   // the f32 accumulator (BLOCK_M x d) must fit in registers beside the scores (BLOCK_M x
@@ -441,6 +448,7 @@ bool ping_pong_applies(const dsl::Config &config) {
 }
 
 std::vector<dsl::Config> attention_backward_configs(int64_t head_dim, bool causal, BackwardPass pass) {
+  checkHeadDim(head_dim, "attention_backward_configs");
   int64_t padded = paddedHeadDim(head_dim);
   // dK/dV adding dQ (ATOMIC_DQ): its configs, where the dQ tile (BLOCK_M x d f32) staged in
   // shared memory beside the rings fits (at d = 256, blocks of up to 32 rows).
@@ -721,8 +729,7 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
     fail("lse must be contiguous");
   if (p.heads_kv == 0 || p.heads_q % p.heads_kv)
     fail("heads_q (" + std::to_string(p.heads_q) + ") must be a multiple of heads_kv (" + std::to_string(p.heads_kv) + ")");
-  if (p.head_dim < 1 || p.head_dim > 256)
-    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (1 to 256)");
+  checkHeadDim(p.head_dim, api);
   if (p.n_q > INT32_MAX || p.n_kv > INT32_MAX)
     fail("sequence lengths must be below 2^31");
   if (p.batch * p.heads_q > 65535)

@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,6 +111,34 @@ kernels::AttentionOptions optionsOf(bool causal, std::optional<double> scale) {
   return options;
 }
 
+using ConfigDict = std::map<std::string, int64_t>;
+
+std::optional<dsl::Config> configOf(const std::optional<ConfigDict> &values) {
+  if (!values)
+    return std::nullopt;
+  dsl::Config config;
+  for (const auto &[name, value] : *values)
+    config.set(name, value);
+  return config;
+}
+
+std::vector<ConfigDict> dictsOf(const std::vector<dsl::Config> &configs) {
+  std::vector<ConfigDict> dicts;
+  for (const dsl::Config &config : configs)
+    dicts.push_back(config.values());
+  return dicts;
+}
+
+kernels::BackwardPass backwardPassNamed(const std::string &name) {
+  if (name == "keys_values")
+    return kernels::BackwardPass::keys_values;
+  if (name == "queries")
+    return kernels::BackwardPass::queries;
+  if (name == "keys_values_adding_dq")
+    return kernels::BackwardPass::keys_values_adding_dq;
+  throw Error("tessera: the backward pass is 'keys_values', 'queries' or 'keys_values_adding_dq', not '" + name + "'");
+}
+
 } // namespace
 
 PYBIND11_MODULE(_tessera, m) {
@@ -119,34 +148,54 @@ PYBIND11_MODULE(_tessera, m) {
   m.def(
       "attention_forward",
       [](py::tuple q, py::tuple k, py::tuple v, py::tuple o, py::tuple lse, bool causal, std::optional<double> scale,
-         uintptr_t stream) {
+         uintptr_t stream, std::optional<ConfigDict> config) {
         std::vector<kernels::TensorView> views{viewOf(q), viewOf(k), viewOf(v), viewOf(o), viewOf(lse)};
         HostMemory host(views);
+        kernels::AttentionOptions options = optionsOf(causal, scale);
+        options.config = configOf(config);
         py::gil_scoped_release release;
-        kernels::attention_forward(views[0], views[1], views[2], views[3], views[4], optionsOf(causal, scale),
+        kernels::attention_forward(views[0], views[1], views[2], views[3], views[4], options,
                                    reinterpret_cast<void *>(stream));
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("causal") = false,
-      py::arg("scale") = py::none(), py::arg("stream") = 0,
-      "Fills o and lse; q [B, Nq, Hq, D], k, v [B, Nk, Hk, D], lse f32 [B, Hq, Nq] (descriptors)");
+      py::arg("scale") = py::none(), py::arg("stream") = 0, py::arg("config") = py::none(),
+      "Fills o and lse; q [B, Nq, Hq, D], k, v [B, Nk, Hk, D], lse f32 [B, Hq, Nq] (descriptors); config: "
+      "one of attention_forward_configs' instead of the tuned one");
 
   m.def(
       "attention_backward",
       [](py::tuple q, py::tuple k, py::tuple v, py::tuple o, py::tuple lse, py::tuple dout, py::tuple dq,
-         py::tuple dk, py::tuple dv, bool causal, std::optional<double> scale, uintptr_t stream, bool deterministic) {
+         py::tuple dk, py::tuple dv, bool causal, std::optional<double> scale, uintptr_t stream, bool deterministic,
+         std::optional<ConfigDict> keys_values_config, std::optional<ConfigDict> queries_config) {
         std::vector<kernels::TensorView> views{viewOf(q),  viewOf(k),    viewOf(v),  viewOf(o), viewOf(lse),
                                                viewOf(dout), viewOf(dq), viewOf(dk), viewOf(dv)};
         HostMemory host(views);
         kernels::AttentionOptions options = optionsOf(causal, scale);
         options.deterministic = deterministic;
+        options.keys_values_config = configOf(keys_values_config);
+        options.queries_config = configOf(queries_config);
         py::gil_scoped_release release;
         kernels::attention_backward(views[0], views[1], views[2], views[3], views[4], views[5], views[6], views[7],
                                     views[8], options, reinterpret_cast<void *>(stream));
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("dout"), py::arg("dq"),
       py::arg("dk"), py::arg("dv"), py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("stream") = 0,
-      py::arg("deterministic") = true,
-      "Fills dq, dk, dv (bitwise repeatable unless deterministic=False: dQ added in the dK/dV pass)");
+      py::arg("deterministic") = true, py::arg("keys_values_config") = py::none(),
+      py::arg("queries_config") = py::none(),
+      "Fills dq, dk, dv (bitwise repeatable unless deterministic=False: dQ added in the dK/dV pass); the "
+      "passes' configs: of attention_backward_configs, instead of the tuned ones");
+
+  m.def(
+      "attention_forward_configs",
+      [](int64_t head_dim, bool causal) { return dictsOf(kernels::attention_forward_configs(head_dim, causal)); },
+      py::arg("head_dim"), py::arg("causal") = false, "The configs attention_forward tunes over (the first: its default)");
+  m.def(
+      "attention_backward_configs",
+      [](int64_t head_dim, bool causal, const std::string &pass) {
+        return dictsOf(kernels::attention_backward_configs(head_dim, causal, backwardPassNamed(pass)));
+      },
+      py::arg("head_dim"), py::arg("causal") = false, py::arg("backward_pass") = "keys_values",
+      "The configs a backward pass tunes over: 'keys_values' (dK/dV), 'queries' (dQ), 'keys_values_adding_dq'");
 
   py::class_<PyBlockMask>(m, "BlockMask", "block_mask_* builders make these")
       .def_property_readonly("batch", [](const PyBlockMask &b) { return b.mask.batch(); })

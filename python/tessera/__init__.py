@@ -16,7 +16,8 @@ from . import _tessera
 from ._tessera import Error
 
 __all__ = ["Error", "attention_forward", "attention_backward", "flash_attn", "info", "cache_dir", "cache_clear",
-           "autotune", "pretune", "BlockMask", "block_sparse_attention", "block_sparse_attention_backward"]
+           "autotune", "pretune", "attention_forward_configs", "attention_backward_configs", "BlockMask",
+           "block_sparse_attention", "block_sparse_attention_backward"]
 
 _LAYOUTS = ("bshd", "bhsd")
 
@@ -72,6 +73,30 @@ def pretune(shapes, dtype="float16", causal=(False, True)):
 # time before its launch counts in every single-call timing, so nothing is imported per call.
 _torch_module = None
 _torch_dtype_names = {}  # by torch dtype, once torch is imported: _dtype_name's text costs more
+
+
+def attention_forward_configs(head_dim, causal=False):
+    """The configs attention_forward tunes over for `head_dim` (dicts of meta-parameters; the
+    first is the default). Pass one as attention_forward's config= to run it untuned."""
+    return _tessera.attention_forward_configs(head_dim, causal)
+
+
+def attention_backward_configs(head_dim, causal=False, backward_pass="keys_values"):
+    """The configs a backward pass tunes over: "keys_values" (dK/dV), "queries" (dQ), or
+    "keys_values_adding_dq" (dK/dV adding dQ, deterministic=False); for attention_backward's
+    keys_values_config= and queries_config=."""
+    return _tessera.attention_backward_configs(head_dim, causal, backward_pass)
+
+
+def _config(config, name):
+    """config as a {str: int} dict for the library (None passes), or a TypeError naming it."""
+    if config is None:
+        return None
+    if not isinstance(config, dict) or not all(isinstance(key, str) and isinstance(value, int) and
+                                               not isinstance(value, bool) for key, value in config.items()):
+        raise TypeError(f"tessera: {name} must be a dict of meta-parameter names to ints (one of "
+                        f"attention_*_configs), not {config!r}")
+    return config
 
 
 def _torch():
@@ -185,25 +210,33 @@ def _lse_shape(q, layout):
     return (batch, a, b) if layout == "bhsd" else (batch, b, a)
 
 
-def attention_forward(q, k, v, causal=False, scale=None, layout="bshd"):
+def attention_forward(q, k, v, causal=False, scale=None, layout="bshd", config=None):
     """O = softmax(q k^T * scale) v and the fp32 natural-log LSE per query row, (batch, heads,
     seqlen_q). Causal masks are aligned bottom-right when seqlen_q != seqlen_k. scale: positive,
-    default 1/sqrt(head_dim) (the same for every function here). No autograd (see flash_attn)."""
+    default 1/sqrt(head_dim) (the same for every function here). config: one of
+    attention_forward_configs(head_dim, causal), run instead of the tuned one. No autograd (see
+    flash_attn)."""
     _check_layout(layout)
+    config = _config(config, "config")
     q, k, v = (_as_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     _check_inputs(q, k, v, layout)
     o = _empty_like(q)
     lse = _empty_like(q, _lse_shape(q, layout), float32=True)
     _tessera.attention_forward(*(_descriptor(x, n, layout) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"))),
-                               _descriptor(lse, "lse"), causal, scale, _stream(q))
+                               _descriptor(lse, "lse"), causal, scale, _stream(q), config)
     return o, lse
 
 
-def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd", deterministic=True):
+def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="bshd", deterministic=True,
+                       keys_values_config=None, queries_config=None):
     """dq, dk, dv of attention_forward for the output gradient dout. deterministic=False lets
     the dk/dv pass add dq up where that is not slower (on Hopper at head dims 33-128: one pass
-    over the scores instead of two; dq's rounding may then vary from run to run)."""
+    over the scores instead of two; dq's rounding may then vary from run to run).
+    keys_values_config, queries_config: the passes' configs (attention_backward_configs),
+    run instead of the tuned ones."""
     _check_layout(layout)
+    keys_values_config = _config(keys_values_config, "keys_values_config")
+    queries_config = _config(queries_config, "queries_config")
     q, k, v, o, lse, dout = (_as_array(x, n) for x, n in
                              ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"), (dout, "dout")))
     _check_inputs(q, k, v, layout)
@@ -211,7 +244,7 @@ def attention_backward(q, k, v, o, lse, dout, causal=False, scale=None, layout="
     named = ((q, "q"), (k, "k"), (v, "v"), (o, "o"))
     _tessera.attention_backward(*(_descriptor(x, n, layout) for x, n in named), _descriptor(lse, "lse"),
                                 *(_descriptor(x, n, layout) for x, n in ((dout, "dout"), (dq, "dq"), (dk, "dk"), (dv, "dv"))),
-                                causal, scale, _stream(q), deterministic)
+                                causal, scale, _stream(q), deterministic, keys_values_config, queries_config)
     return dq, dk, dv
 
 

@@ -66,6 +66,48 @@ def test_forward_and_backward_match_float64(causal, layout, deterministic):
         assert np.abs(g[finite] - w[finite]).max() <= tol, name
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_given_configs_run_instead_of_the_tuned_ones(causal):
+    rng = np.random.default_rng(2)
+    b, n_q, n_kv, h, d = 1, 70, 90, 2, 32
+    q, k, v, dout = (rng.standard_normal((b, n, h, d)).astype(np.float16) for n in (n_q, n_kv, n_kv, n_q))
+    want = reference(q, k, v, dout, causal, 1 / math.sqrt(d))
+    forward = tessera.attention_forward_configs(d, causal)
+    assert forward and all(c["HEAD_DIM"] == 32 and c["CAUSAL"] == int(causal) for c in forward)
+    keys_values = tessera.attention_backward_configs(d, causal, "keys_values")
+    queries = tessera.attention_backward_configs(d, causal, "queries")
+    for config, kv_config, q_config in ((forward[-1], keys_values[-1], queries[-1]),
+                                        (forward[1], keys_values[0], queries[-1])):
+        o, lse = tessera.attention_forward(q, k, v, causal=causal, config=config)
+        dq, dk, dv = tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, keys_values_config=kv_config,
+                                                queries_config=q_config)
+        for name, g, w, tol in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, dq, dk, dv), want,
+                                   (2e-3, 1e-3, 1e-2, 1e-2, 1e-2)):
+            finite = np.isfinite(w)
+            assert np.abs(g.astype(np.float64)[finite] - w[finite]).max() <= tol, (name, config)
+    # The config reaches the library, which checks it against the call.
+    with pytest.raises(tessera.Error, match="is not for head_dim 32"):
+        tessera.attention_forward(q, k, v, causal=causal, config=tessera.attention_forward_configs(64, causal)[0])
+    with pytest.raises(tessera.Error, match="BLOCK_M must be a power of two"):
+        tessera.attention_forward(q, k, v, causal=causal, config={**forward[0], "BLOCK_M": 48})
+    with pytest.raises(tessera.Error, match="attention_backward_configs"):
+        tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, queries_config=forward[0] | {"HEAD_DIM": 64})
+
+
+def test_config_errors_name_what_is_wrong():
+    q = np.zeros((1, 16, 1, 32), np.float16)
+    with pytest.raises(TypeError, match="config must be a dict of meta-parameter names to ints"):
+        tessera.attention_forward(q, q, q, config="BLOCK_M=64")
+    with pytest.raises(TypeError, match="keys_values_config must be a dict"):
+        tessera.attention_backward(q, q, q, q, np.zeros((1, 1, 16), np.float32), q, keys_values_config={"BLOCK_M": 1.5})
+    with pytest.raises(tessera.Error, match="attention_forward_configs: head_dim 300 is not supported"):
+        tessera.attention_forward_configs(300)
+    with pytest.raises(tessera.Error, match="attention_backward_configs: head_dim 0 is not supported"):
+        tessera.attention_backward_configs(0)
+    with pytest.raises(tessera.Error, match="'keys_values', 'queries' or 'keys_values_adding_dq', not 'dq'"):
+        tessera.attention_backward_configs(64, False, "dq")
+
+
 def test_rows_without_keys_give_zero_and_minus_infinity():
     q = np.ones((1, 8, 1, 16), np.float16)
     k = v = np.ones((1, 3, 1, 16), np.float16)
