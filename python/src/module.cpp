@@ -159,8 +159,8 @@ PYBIND11_MODULE(_tessera, m) {
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("causal") = false,
       py::arg("scale") = py::none(), py::arg("stream") = 0, py::arg("config") = py::none(),
-      "Fills o and lse; q [B, Nq, Hq, D], k, v [B, Nk, Hk, D], lse f32 [B, Hq, Nq] (descriptors); config: "
-      "one of attention_forward_configs' instead of the tuned one");
+      "Fills o and lse; q [B, Nq, Hq, D], k, v [B, Nk, Hk, D], lse f32 [B, Hq, Nq] (descriptors); config: a "
+      "config of attention_forward_configs, run instead of the tuned one");
 
   m.def(
       "attention_backward",
