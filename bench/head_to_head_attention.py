@@ -67,10 +67,12 @@ def providers(mode, cudnn, q, k, v, dout, causal, pinned=()):
 
 def alternating_medians(calls, measure, rounds=ROUNDS):
     """({name: median}, {name: [each round's]}) of measure(call) over `rounds` rounds, in each
-    of which every call is measured once in turn: neither profits from the heat the other left."""
+    of which every call is measured once in turn, the order reversed every other round: none
+    profits from the heat another left, nor (with pinned configs, more than two calls) always
+    follows the same one."""
     times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, run in calls.items():
+    for round_ in range(rounds):
+        for name, run in (reversed(calls.items()) if round_ % 2 else calls.items()):
             times[name].append(measure(run))
     return {name: statistics.median(t) for name, t in times.items()}, times
 
