@@ -78,9 +78,9 @@ def alternating_medians(calls, measure, rounds=ROUNDS):
 
 
 def cases(args):
-    """(case, {"tessera": call, "cudnn": call}) for each shape the arguments keep (a dtype,
-    "bwd", D:N or D:N:H; else both dtypes, D 64 and 128, N 4096-16384, heads 2048/D), causal or
-    not, each call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
+    """(case, providers' calls) for each shape the arguments keep (a dtype, "bwd", D:N or
+    D:N:H, cI; else both dtypes, D 64 and 128, N 4096-16384, heads 2048/D), causal or not, each
+    call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     chosen = [a for a in args if a in DTYPES] or list(DTYPES)
     mode = "bwd" if "bwd" in args else "fwd"
     pinned = pinned_configs(args)
