@@ -14,7 +14,7 @@ outputs kept). JSON lines to argv[1]; further arguments: a dtype (f16, bf16) and
 (e.g. 64:4096) keep only those; D:N:H runs that many heads instead (e.g. 128:4096:33, where
 the 128-row tiles fill whole waves of 132 SMs). Where tessera tunes, its trials and pick go to stderr
 (TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it. Forward
-only, cI (e.g. c1 c14) also runs config I of the cell's own space (attention_forward_configs(D,
+only, cI (e.g. c1 c13) also runs config I of the cell's own space (attention_forward_configs(D,
 causal)), where that space has one, untuned, in the same rounds: configs the tuner cannot tell
 apart, timed as the peers are.
     PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096] [c1 ...]"""
@@ -56,7 +56,7 @@ def providers(mode, cudnn, q, k, v, dout, causal, pinned=()):
         space = tessera.attention_forward_configs(q.shape[-1], causal)
         calls = {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
                  "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
-        for i in pinned:  # where the cell's space has it (the causal one holds one more)
+        for i in pinned:  # where the cell's space has it
             if i < len(space):
                 calls[f"tessera c{i}"] = lambda c=space[i]: tessera.attention_forward(q, k, v, causal=causal, config=c)
         return calls

@@ -335,9 +335,14 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // too through the producer's TMA (Q_BLOCK_POINTER: a two-stage ring, the next tile's Q loaded
   // while the consumers finish this one) do they gain, and only with the causal mask, whose
   // tiles are short: 0.688 ms against 0.696 and 0.675 against 0.681 in two runs, without the
-  // mask 1.276 against 1.195 (A/Bs, f16, N = 4096); bf16 N = 8192 1.216 against 1.198. So the
-  // causal space has that config too (causalPersistent), and the tuner decides. At d = 128 the
-  // Q ring does not make them pay: 0.923 ms against 0.911, causal 0.539 against 0.502 (12-03i).
+  // mask 1.276 against 1.195 (A/Bs, f16, N = 4096); bf16 N = 8192 1.216 against 1.198. So with
+  // the causal mask the 128 x 256 blocks run that way (persistentIfCausal). Both forms were in
+  // that space until 12-05c, and the tuner's final rounds (hot, each run after an L2 flush) read
+  // them 0-2% apart and picked either from run to run, while side by side in the head-to-head's
+  // protocols the persistent one was faster in every reading at N = 4096 (kernels alone f16
+  // 0.642 ms against 0.660, bf16 0.639 against 0.658; sustained 0.679 against 0.697, 0.665
+  // against 0.678) and in five of six at N = 8192 (h200-2026-12-05c-pinned-configs). At d = 128
+  // the Q ring does not make them pay: 0.923 ms against 0.911, causal 0.539 against 0.502 (12-03i).
   // There each tile pays for its last deferred P @ V (OVERLAP_SOFTMAX) in full: inside the
   // persistent loop the pipeliner does not stage that V through the TMA (it does so only for
   // loads outside every loop), so the consumers load it into registers, convert it through the
@@ -377,13 +382,13 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // causal persistent ones neither (12-04c, five A/Bs: 0.671-0.683 ms against 0.677-0.684).
   struct Shape {
     int64_t bm, bn, warps, stages, split, qShared, overlap, load, programs = 1, pingPong = 0, causalMaskedBn = 0,
-            stagedStores = 0, causalPersistent = 0, persistentInLoop = 0;
+            stagedStores = 0, persistentIfCausal = 0, persistentInLoop = 0;
   };
   // Built where returned: GCC 12 reads assigning a list to an empty vector as a memmove to null.
   const std::vector<Shape> shapes = [&]() -> std::vector<Shape> {
     if (padded <= 64)
       return {{64, 128, 4, 2, 1, 0, 1, 2, 2},
-              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128},
+              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128, 0, 1},
               {64, 64, 4, 2, 1, 0, 1, 2, 3},
               {64, 128, 4, 2, 1, 0, 0, 2, 2},
               {64, 64, 4, 2, 1, 0, 0, 2, 3},
@@ -395,8 +400,7 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
               {64, 64, 4, 3, 1, 0, 1, 0},
               {128, 64, 8, 3, 1, 0, 1, 0},
               {64, 64, 4, 4, 1, 0, 0, 0},
-              {128, 64, 8, 3, 1, 0, 1, 2},
-              {128, 256, 8, 2, 1, 0, 0, 2, 1, 1, 128, 0, 1}};
+              {128, 64, 8, 3, 1, 0, 1, 2}};
     if (padded <= 128)
       return {{64, 64, 4, 2, 1, 0, 1, 2, 2}, {64, 64, 4, 2, 1, 0, 0, 2, 2}, {128, 64, 8, 3, 1, 0, 1, 2},
               {128, 64, 8, 3, 1, 0, 1, 0},   {128, 64, 8, 4, 1, 0, 1, 2},   {128, 64, 8, 4, 1, 0, 1, 0},
@@ -412,8 +416,6 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   }();
   std::vector<dsl::Config> configs;
   for (const Shape &shape : shapes) {
-    if (shape.causalPersistent && !causal)
-      continue;
     configs.push_back({{"BLOCK_M", shape.bm}, {"BLOCK_N", shape.bn}, {"HEAD_DIM", padded}, {"CAUSAL", causal ? 1 : 0},
                        {"SPLIT_MASKED", shape.split}, {"num_warps", shape.warps}, {"num_stages", shape.stages},
                        {"invariant_operands_in_shared", shape.qShared}, {"OVERLAP_SOFTMAX", shape.overlap}});
@@ -431,7 +433,7 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
     }
     if (shape.stagedStores)
       configs.back().set("staged_stores", 1);
-    if (shape.causalPersistent) {
+    if (shape.persistentIfCausal && causal) {
       configs.back().set("PERSISTENT", 1);
       configs.back().set("Q_BLOCK_POINTER", 1);
     }
