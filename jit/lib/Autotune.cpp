@@ -41,8 +41,9 @@ double secondsSince(Clock::time_point start) {
 /// swapped places between sweeps (0.696 / 0.703 ms, then 0.710 / 0.706). So the sweep only
 /// nominates: the (at most kMaxFinalists fastest) configs within kFinalMargin of its best are
 /// timed again in kFinalRounds interleaved rounds (each round times every finalist once, so
-/// that a drift of the GPU's clock or temperature touches them alike), and the lowest median of
-/// those rounds wins.
+/// that a drift of the GPU's clock or temperature touches them alike, in reverse order every
+/// other round, so that none always follows the same one), and the lowest median of those
+/// rounds wins.
 constexpr double kFinalMargin = 0.03;
 constexpr int kFinalRounds = 3;
 constexpr size_t kMaxFinalists = 4;
@@ -59,7 +60,8 @@ void runFinal(TuningResult &result, const Measure &measure, bool progress) {
     return;
   std::vector<std::vector<double>> times(finalists.size());
   for (int round = 0; round < kFinalRounds; ++round)
-    for (size_t i = 0; i < finalists.size(); ++i) {
+    for (size_t turn = 0; turn < finalists.size(); ++turn) {
+      const size_t i = round % 2 ? finalists.size() - 1 - turn : turn;
       if (!finalists[i]->failure.empty())
         continue;
       try {
