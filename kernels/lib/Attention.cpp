@@ -256,7 +256,7 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
   }
   for (const char *name :
        {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS",
-        "SKIP_VISIBLE_MASKS", "WIDE_MASKED_BLOCKS", "LAST_PRODUCT_IN_LOOP"}) {
+        "SKIP_VISIBLE_MASKS", "WIDE_MASKED_BLOCKS", "LAST_PRODUCT_IN_LOOP", "FULL_TILE_STORES"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");

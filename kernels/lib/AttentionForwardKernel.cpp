@@ -145,8 +145,16 @@ template <typename T> Kernel forward() {
       else if (overlap)
         if_(kv_end > 0, {softmax.acc},
             [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, bn, true, true)); });
-      store(rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims),
-            softmax.output(T::dtype), row_ok && dim_ok);
+      Tile o_ptrs = rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims), out = softmax.output(T::dtype);
+      // With FULL_TILE_STORES a block whose rows all lie before n_q, at a head dim that is
+      // HEAD_DIM, stores O without masks: the masked stores' predicates, one an element, are
+      // built into a register bit by bit, a dependent chain (sm_90a SASS, d = 64: 32 bits, ~250
+      // stall cycles a tile at its end).
+      if (cfg.get("FULL_TILE_STORES", 0) != 0)
+        if_(row_start + bm <= n_q && head_dim == d, [&] { store(o_ptrs, out); },
+            [&] { store(o_ptrs, out, row_ok && dim_ok); });
+      else
+        store(o_ptrs, out, row_ok && dim_ok);
       store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
     };
     // Causal blocks differ in work: the heaviest (last) query blocks start first.

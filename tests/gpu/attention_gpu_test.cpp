@@ -238,6 +238,15 @@ TEST_F(GpuTest, AttentionForwardLastProductInTheLoopsRing) {
                   8);
 }
 
+// O stored without masks where a block's rows all lie before n_q at an unpadded head dim
+// (config knob FULL_TILE_STORES) on every warp-specialized config: ragged lengths (the last
+// block masked), a padded head dim (every block masked), and persistent programs over whole
+// blocks.
+TEST_F(GpuTest, AttentionForwardFullTileStores) {
+  checkSpacesWith("warp_specialize", {{"FULL_TILE_STORES", 1}}, 2, 1111, 4, {64, 96, 128});
+  checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"FULL_TILE_STORES", 1}}, 4, 4224, 8);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

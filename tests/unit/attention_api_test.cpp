@@ -191,7 +191,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX=1,LAST_PRODUCT_IN_LOOP=1"},
                       Case{2, 70, 130, 3, 1, 128, false, true, DType::bf16, "ping_pong=1,PERSISTENT=1,LAST_PRODUCT_IN_LOOP=1"},
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16,
-                           "ping_pong=1,PERSISTENT=1,Q_BLOCK_POINTER=1,LAST_PRODUCT_IN_LOOP=1"}));
+                           "ping_pong=1,PERSISTENT=1,Q_BLOCK_POINTER=1,LAST_PRODUCT_IN_LOOP=1"},
+                      // O stored without masks where a block's rows all lie before n_q and the
+                      // head dim is unpadded (FULL_TILE_STORES): whole blocks, a ragged last
+                      // block, a padded head dim; persistent programs whose tiles are both.
+                      Case{1, 256, 256, 2, 1, 64, true, false, DType::f16, "FULL_TILE_STORES=1"},
+                      Case{2, 150, 200, 2, 1, 64, false, true, DType::bf16, "FULL_TILE_STORES=1"},
+                      Case{2, 128, 130, 3, 1, 48, true, false, DType::f16, "FULL_TILE_STORES=1"},
+                      Case{2, 300, 280, 3, 1, 64, true, true, DType::bf16, "PERSISTENT=1,FULL_TILE_STORES=1"}));
 
 /// Valid views (host memory, f16) the error tests break one at a time.
 class AttentionApiErrors : public Interpreted<> {
@@ -293,6 +300,9 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("LAST_PRODUCT_IN_LOOP", 2);
   expectError("LAST_PRODUCT_IN_LOOP must be 0 or 1");
   options.config->set("LAST_PRODUCT_IN_LOOP", 0);
+  options.config->set("FULL_TILE_STORES", 2);
+  expectError("FULL_TILE_STORES must be 0 or 1");
+  options.config->set("FULL_TILE_STORES", 0);
   for (int64_t masked : {int64_t(0), int64_t(24), 2 * options.config->get("BLOCK_N", 0)}) {
     options.config->set("MASKED_BLOCK_N", masked);
     expectError("MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");
