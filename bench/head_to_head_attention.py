@@ -16,7 +16,7 @@ the 128-row tiles fill whole waves of 132 SMs). Where tessera tunes, its trials 
 (TESSERA_AUTOTUNE_VERBOSE), so that a result can be read with the config behind it. Forward
 only, cI (e.g. c1 c13) also runs config I of the cell's own space (attention_forward_configs(D,
 causal)), where that space has one, untuned, in the same rounds: configs the tuner cannot tell
-apart, timed as the peers are.
+apart, timed as the peers are; cI:KEY=VALUE,... the same with those knobs changed.
     PYTHONPATH=<build-python>/python:bench python3 bench/head_to_head_attention.py OUT [bwd] [f16] [64:4096] [c1 ...]"""
 import json
 import os
@@ -43,22 +43,33 @@ def inputs(dtype, d, n, h):
     return tuple(torch.randn(b, h, n, d, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(4))
 
 
-def pinned_configs(args):
-    """The config indices the cI arguments name."""
-    return [int(a[1:]) for a in args if a[:1] == "c" and a[1:].isdigit()]
+def pinned_args(args):
+    """The cI and cI:KEY=VALUE,... arguments (config I of a cell's space, those knobs changed)."""
+    return [a for a in args if a.partition(":")[0][:1] == "c" and a.partition(":")[0][1:].isdigit()]
+
+
+def pinned_config(arg, space):
+    """The config a pinned argument names in `space`; None where the space has no config I."""
+    index, _, knobs = arg.partition(":")
+    if int(index[1:]) >= len(space):
+        return None
+    config = dict(space[int(index[1:])])
+    config.update((k, int(v)) for k, v in (kv.split("=") for kv in knobs.split(",") if kv))
+    return config
 
 
 def providers(mode, cudnn, q, k, v, dout, causal, pinned=()):
-    """{"tessera": call, "cudnn": call, "tessera cI": call for I in pinned}: the forward, or
+    """{"tessera": call, "cudnn": call, "tessera cI": call for cI in pinned}: the forward, or
     with mode "bwd" the backward alone (tessera's with dQ added in the dK/dV pass; cuDNN's
     through autograd, the forward kept)."""
     if mode == "fwd":
         space = tessera.attention_forward_configs(q.shape[-1], causal)
         calls = {"tessera": lambda: tessera.attention_forward(q, k, v, causal=causal),
                  "cudnn": lambda: cudnn(*(x.transpose(1, 2) for x in (q, k, v)), causal)}
-        for i in pinned:  # where the cell's space has it
-            if i < len(space):
-                calls[f"tessera c{i}"] = lambda c=space[i]: tessera.attention_forward(q, k, v, causal=causal, config=c)
+        for arg in pinned:  # where the cell's space has it
+            config = pinned_config(arg, space)
+            if config is not None:
+                calls[f"tessera {arg}"] = lambda c=config: tessera.attention_forward(q, k, v, causal=causal, config=c)
         return calls
     o, lse = tessera.attention_forward(q, k, v, causal=causal)
     return {"tessera": lambda: tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, deterministic=False),
@@ -83,7 +94,7 @@ def cases(args):
     call run once first (compile, tune); case: dtype, B, H, N, D, causal, mode."""
     chosen = [a for a in args if a in DTYPES] or list(DTYPES)
     mode = "bwd" if "bwd" in args else "fwd"
-    pinned = pinned_configs(args)
+    pinned = pinned_args(args)
     if pinned and mode == "bwd":
         sys.exit("head_to_head_attention: cI (a pinned forward config) is for the forward only")
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)

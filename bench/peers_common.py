@@ -7,7 +7,8 @@ import torch
 
 def shapes(args, default):
     """(D, N, heads) for each D:N (heads 2048/D) or D:N:H argument, else for each D:N of `default`."""
-    only = [tuple(int(x) for x in a.split(":")) for a in args if ":" in a] or default
+    only = [tuple(int(x) for x in a.split(":")) for a in args
+            if ":" in a and all(x.isdigit() for x in a.split(":"))] or default
     return [s if len(s) == 3 else (*s, 2048 // s[0]) for s in only]
 
 

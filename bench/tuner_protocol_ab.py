@@ -11,7 +11,7 @@ import sys
 import torch
 
 import tessera
-from head_to_head_attention import DTYPES, alternating_medians, inputs
+from head_to_head_attention import DTYPES, alternating_medians, inputs, pinned_args, pinned_config
 from peers_common import shapes, sustained_ms
 
 def tuner_ms(run, flush, runs=20, warm_ms=100.0):
@@ -37,18 +37,6 @@ def tuner_ms(run, flush, runs=20, warm_ms=100.0):
     return sorted(b.elapsed_time(a) for b, a in events)[runs // 2]
 
 
-def pinned(args, space):
-    """{argument: config} for each cI or cI:KEY=VALUE,... argument."""
-    configs = {}
-    for arg in args:
-        index, _, knobs = arg.partition(":")
-        if index[:1] == "c" and index[1:].isdigit():
-            config = dict(space[int(index[1:])])
-            config.update((k, int(v)) for k, v in (kv.split("=") for kv in knobs.split(",") if kv))
-            configs[arg] = config
-    return configs
-
-
 def main():
     args = sys.argv[2:]
     out = open(sys.argv[1], "a")
@@ -57,8 +45,9 @@ def main():
     for d, n, h in shapes(args, [(64, 4096)]):
         q, k, v, _ = inputs(DTYPES[dtype], d, n, h)
         space = tessera.attention_forward_configs(d, causal)
-        calls = {name: (lambda c=config: tessera.attention_forward(q, k, v, causal=causal, config=c))
-                 for name, config in pinned(args, space).items()}
+        configs = {arg: pinned_config(arg, space) for arg in pinned_args(args)}
+        calls = {arg: (lambda c=config: tessera.attention_forward(q, k, v, causal=causal, config=c))
+                 for arg, config in configs.items() if config is not None}
         for run in calls.values():
             run()
         torch.cuda.synchronize()
