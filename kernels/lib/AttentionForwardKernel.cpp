@@ -19,16 +19,6 @@ template <typename T> Kernel forward() {
     // The masked loop's key blocks may be narrower (MASKED_BLOCK_N, dividing BLOCK_N): fewer
     // keys past the causal diagonal computed only to be masked.
     const int64_t masked_bn = cfg.get("MASKED_BLOCK_N", bn);
-    // With WIDE_MASKED_BLOCKS the masked loop first takes BLOCK_N-wide blocks, while a whole one
-    // fits before its end: where a query block's masked keys span one (with 128-row query
-    // blocks and 256-key blocks, every other query block's), one block instead of a visible
-    // narrow one and the diagonal's. A narrow block pays the row statistics and the
-    // accumulator's rescale of a wide one (H200, d = 64: a key of a masked 128-key block took
-    // 1.36 times the samples of a key of a 256-key one, 12-04f). Timed, it lost: causal f16
-    // N = 4096 persistent 0.715 ms against 0.670 (0.698 without SKIP_VISIBLE_MASKS), not
-    // persistent 0.692 against 0.685; bf16 N = 8192 persistent 1.276 against 1.202 (12-04g):
-    // the wide masked block's loop costs more than the narrow blocks it saves. Outside the space.
-    const bool wide_masked = cfg.get("WIDE_MASKED_BLOCKS", 0) != 0;
     const bool causal = cfg.get("CAUSAL", 0) != 0;
     const bool split = cfg.get("SPLIT_MASKED", 0) != 0;
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
@@ -128,12 +118,7 @@ template <typename T> Kernel forward() {
       };
       if (split)
         visit(0, full_end, false, bn);
-      Tile narrow_start = full_end;
-      if (wide_masked) {
-        narrow_start = full_end + (kv_end - full_end) / bn * bn;
-        visit(full_end, narrow_start, true, bn);
-      }
-      visit(narrow_start, kv_end, true, masked_bn);
+      visit(full_end, kv_end, true, masked_bn);
       // The last block's product (its first row the last multiple of BLOCK_N below kv_end), if
       // any block was visited. With LAST_PRODUCT_IN_LOOP as a loop of that one block, so that
       // its V comes through the ring of the loops' V (on Hopper the producer's TMA fills it

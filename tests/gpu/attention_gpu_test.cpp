@@ -187,13 +187,11 @@ void checkSpacesWith(const char *selector, const std::vector<std::pair<const cha
 TEST_F(GpuTest, AttentionForwardPersistent) { checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}}, 4, 4224, 8); }
 
 // Narrower key blocks in the masked loop (MASKED_BLOCK_N, in the plain order) on the configs in
-// ping-pong: the loops' blocks differ in width, each with its own ring and turns; with
-// WIDE_MASKED_BLOCKS a masked loop of wide blocks between them, filling the unmasked loop's ring
-// (64-key narrow blocks: below BLOCK_N at d = 128 too).
+// ping-pong: the loops' blocks differ in width, each with its own ring and turns (64-key
+// narrow blocks: below BLOCK_N at d = 128 too).
 TEST_F(GpuTest, AttentionForwardNarrowMaskedBlocks) {
   for (int64_t masked : {128, 64})
     checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", masked}}, 2, 1111, 4);
-  checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", 64}, {"WIDE_MASKED_BLOCKS", 1}}, 2, 1111, 4);
 }
 
 // Stores staged through shared memory (config knob staged_stores, shipped on the d = 128

@@ -173,16 +173,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 290, 70, 1, 1, 32, true, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
                       Case{1, 70, 200, 2, 1, 64, false, false, DType::f16, "SKIP_VISIBLE_MASKS=1"},
                       Case{1, 150, 200, 2, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,SKIP_VISIBLE_MASKS=1"},
-                      // The masked loop's wide blocks first (WIDE_MASKED_BLOCKS): odd query blocks
-                      // take one wide block where the narrow ones would take two, a ragged end
-                      // narrow ones; the diagonal offset both ways; persistent programs; no mask.
-                      Case{1, 300, 300, 2, 1, 64, true, false, DType::f16,
-                           "ping_pong=1,MASKED_BLOCK_N=128,SKIP_VISIBLE_MASKS=1,WIDE_MASKED_BLOCKS=1"},
-                      Case{2, 150, 333, 3, 1, 64, true, true, DType::bf16, "ping_pong=1,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
-                      Case{2, 300, 280, 2, 1, 64, true, false, DType::f16, "PERSISTENT=1,WIDE_MASKED_BLOCKS=1"},
-                      Case{1, 200, 333, 2, 1, 128, true, false, DType::bf16,
-                           "ping_pong=1,OVERLAP_SOFTMAX=0,MASKED_BLOCK_N=64,WIDE_MASKED_BLOCKS=1"},
-                      Case{1, 70, 300, 2, 1, 64, false, false, DType::f16, "ping_pong=1,MASKED_BLOCK_N=128,WIDE_MASKED_BLOCKS=1"},
                       // FlashAttention-3's last deferred product as a loop of one block
                       // (LAST_PRODUCT_IN_LOOP): a ragged diagonal, rows and query blocks that see
                       // no key, no keys at all, persistent programs with GQA and a padded d.
@@ -310,10 +300,6 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("MASKED_BLOCK_N", 16);
   expectError("MASKED_BLOCK_N below BLOCK_N needs OVERLAP_SOFTMAX = 0");
   options.config->set("MASKED_BLOCK_N", options.config->get("BLOCK_N", 0));
-  options.config->set("WIDE_MASKED_BLOCKS", 2);
-  expectError("WIDE_MASKED_BLOCKS must be 0 or 1");
-  options.config->set("WIDE_MASKED_BLOCKS", 1);
-  expectError("WIDE_MASKED_BLOCKS needs MASKED_BLOCK_N below BLOCK_N");
 }
 
 // Every config of the tuning space is for its head dim and causality and keeps whole rows in
