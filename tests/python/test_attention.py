@@ -2,6 +2,7 @@
 numpy reference (forward and gradients, causal, GQA, both layouts), and errors as Python
 exceptions (torch: test_torch.py)."""
 import math
+import random
 
 import numpy as np
 import pytest
@@ -92,6 +93,58 @@ def test_given_configs_run_instead_of_the_tuned_ones(causal):
         tessera.attention_forward(q, k, v, causal=causal, config={**forward[0], "BLOCK_M": 48})
     with pytest.raises(tessera.Error, match="attention_backward_configs"):
         tessera.attention_backward(q, k, v, o, lse, dout, causal=causal, queries_config=forward[0] | {"HEAD_DIM": 64})
+
+
+def random_case(index):
+    """Case `index` of a fixed random draw: a config of the forward space with valid knobs
+    changed (beyond the space's combinations), a shape with ragged lengths, GQA, padded head
+    dims and causal diagonals on block boundaries, and configs of the backward spaces."""
+    draw = random.Random(index)
+    d = draw.choice([8, 24, 32, 40, 64, 72, 96, 128, 160, 256])
+    causal = draw.random() < 0.5
+    config = dict(draw.choice(tessera.attention_forward_configs(d, causal)))
+    knobs = {"PERSISTENT": [0, 1], "FULL_TILE_STORES": [0, 1], "SKIP_VISIBLE_MASKS": [0, 1],
+             "SPLIT_MASKED": [0, 1], "BLOCK_POINTERS": [0, 1], "Q_BLOCK_POINTER": [0, 1]}
+    if config["OVERLAP_SOFTMAX"]:
+        knobs["LAST_PRODUCT_IN_LOOP"] = [0, 1]
+    else:
+        knobs["MASKED_BLOCK_N"] = [m for m in (16, 32, 64, 128, 256) if m <= config["BLOCK_N"]]
+    for name in draw.sample(sorted(knobs), 3):
+        config[name] = draw.choice(knobs[name])
+    heads_kv = draw.choice([1, 2])
+    n_q = draw.choice([1, 17, 64, 129, 200, 300])
+    # n_kv - n_q, the causal diagonal: where blocks' last keys fall on a query block's first
+    # row's horizon or one past it (widths 16 to 128), and the square.
+    diagonals = [0, 0, -1, 1, 14, 15, 30, 31, 62, 63, 126, 127, -65]
+    return dict(d=d, causal=causal, config=config, batch=draw.choice([1, 2]), heads_kv=heads_kv,
+                heads=heads_kv * draw.choice([1, 3]), n_q=n_q,
+                n_kv=max(1, n_q + draw.choice(diagonals)) if draw.random() < 0.6 else draw.choice([1, 7, 128, 255]),
+                layout=draw.choice(["bshd", "bhsd"]),
+                keys_values=draw.choice(tessera.attention_backward_configs(d, causal, "keys_values")),
+                queries=draw.choice(tessera.attention_backward_configs(d, causal, "queries")),
+                deterministic=draw.random() < 0.5)
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_random_configs_and_shapes_match_float64(index):
+    c = random_case(index)
+    rng = np.random.default_rng(index)
+    shape = lambda n, heads: (c["batch"], n, heads, c["d"]) if c["layout"] == "bshd" else (c["batch"], heads, n, c["d"])
+    q, dout = (rng.standard_normal(shape(c["n_q"], c["heads"])).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal(shape(c["n_kv"], c["heads_kv"])).astype(np.float16) for _ in range(2))
+    o, lse = tessera.attention_forward(q, k, v, causal=c["causal"], layout=c["layout"], config=c["config"])
+    dq, dk, dv = tessera.attention_backward(q, k, v, o, lse, dout, causal=c["causal"], layout=c["layout"],
+                                            deterministic=c["deterministic"], keys_values_config=c["keys_values"],
+                                            queries_config=c["queries"])
+    to_bshd = (lambda x: x) if c["layout"] == "bshd" else (lambda x: x.transpose(0, 2, 1, 3))
+    want = reference(*(to_bshd(x) for x in (q, k, v, dout)), c["causal"], 1 / math.sqrt(c["d"]))
+    got = [to_bshd(o), lse] + [to_bshd(x) for x in (dq, dk, dv)]
+    # The gradients' bar grows with their size (they reach ~10 where few keys are visible).
+    for name, g, w, tol in zip(("o", "lse", "dq", "dk", "dv"), got, want, (2e-3, 1e-3, 1e-2, 1e-2, 1e-2)):
+        finite = np.isfinite(w)
+        assert np.array_equal(np.isfinite(g), finite), (name, c)
+        size = 1 if name in ("o", "lse") else max(1, np.abs(w[finite]).max(initial=0))
+        assert np.abs(g.astype(np.float64)[finite] - w[finite]).max(initial=0) <= tol * size, (name, c)
 
 
 def test_config_errors_name_what_is_wrong():
