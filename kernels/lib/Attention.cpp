@@ -256,7 +256,8 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
   }
   for (const char *name :
        {"SPLIT_MASKED", "OVERLAP_SOFTMAX", "BLOCK_POINTERS", "Q_BLOCK_POINTER", "PERSISTENT", "QUERIES_IN_ROWS",
-        "SKIP_VISIBLE_MASKS", "LAST_PRODUCT_IN_LOOP", "FULL_TILE_STORES"}) {
+        "SKIP_VISIBLE_MASKS", "LAST_PRODUCT_IN_LOOP", "FULL_TILE_STORES",
+        "RESCALE_AT_SETTLE"}) {
     int64_t v = config.get(name, 0);
     if (v != 0 && v != 1)
       fail("config " + config.str() + ": " + name + " must be 0 or 1");
@@ -268,6 +269,8 @@ void checkConfig(const dsl::Config &config, int64_t padded, bool causal, const c
     fail("config " + config.str() + ": MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");
   if (masked < bn && config.get("OVERLAP_SOFTMAX", 0))
     fail("config " + config.str() + ": MASKED_BLOCK_N below BLOCK_N needs OVERLAP_SOFTMAX = 0");
+  if (config.get("RESCALE_AT_SETTLE", 0) && !config.get("OVERLAP_SOFTMAX", 0))
+    fail("config " + config.str() + ": RESCALE_AT_SETTLE needs OVERLAP_SOFTMAX = 1 (it moves that order's rescale)");
   if (config.get("PERSISTENT", 0) && !persistent)
     fail("config " + config.str() + ": PERSISTENT is only for the forward passes (dense and block-sparse)");
   if (config.get("HEAD_DIM", 0) != padded || config.get("CAUSAL", -1) != (causal ? 1 : 0))

@@ -69,8 +69,10 @@ template <typename T> Kernel forward() {
       // steps by 2 x MASKED_BLOCK_N, and blocks before a ragged n_kv. The mask is over a quarter
       // of a masked block's instructions (sm_90a SASS, d = 64: compare, add and select a score).
       const bool skip_visible = cfg.get("SKIP_VISIBLE_MASKS", 0) != 0;
+      // With RESCALE_AT_SETTLE the accumulator is rescaled before the next Q K^T is issued
+      // (see OnlineSoftmax::defer): the softmax then runs beside its own warpgroup's P @ V.
       if (overlap)
-        softmax.defer(bn, T::dtype);
+        softmax.defer(bn, T::dtype, cfg.get("RESCALE_AT_SETTLE", 0) != 0);
       // Which elements of K or V rows `cols` to read: in a masked loop those before n_kv; a
       // deferred product's V (`deferred`) those in [0, kv_end), the rows before the first block
       // reading as 0. Through a block pointer (on Hopper the TMA's copy) everything outside the
@@ -89,6 +91,8 @@ template <typename T> Kernel forward() {
       };
       auto visit = [&](Tile begin, Tile end, bool masked, int64_t width) {
         for_range(begin, end, width, softmax.state(), [&](Tile start) {
+          if (overlap)
+            softmax.settle_pending();
           Tile cols = start + arange(0, width);
           // The dot reads K transposed.
           Tile k_tile = keys.load(start, width, dims, readable(cols, masked, false));
@@ -126,10 +130,15 @@ template <typename T> Kernel forward() {
       // programs, the consumers' loads.
       if (overlap && cfg.get("LAST_PRODUCT_IN_LOOP", 0) != 0)
         for_range((kv_end - 1) / bn * bn, kv_end, bn, softmax.state(),
-                  [&](Tile start) { softmax.multiply_pending(load_v(start, bn, true, true)); });
+                  [&](Tile start) {
+                    softmax.settle_pending();
+                    softmax.multiply_pending(load_v(start, bn, true, true));
+                  });
       else if (overlap)
-        if_(kv_end > 0, {softmax.acc},
-            [&] { softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, bn, true, true)); });
+        if_(kv_end > 0, {softmax.acc}, [&] {
+          softmax.settle_pending();
+          softmax.multiply_pending(load_v((kv_end - 1) / bn * bn, bn, true, true));
+        });
       Tile o_ptrs = rowPointers(o + batch * o_sb + head * o_sh, rows, o_sn, dims), out = softmax.output(T::dtype);
       // With FULL_TILE_STORES a block whose rows all lie before n_q, at a head dim that is
       // HEAD_DIM, stores O without masks: the masked stores' predicates, one an element, are

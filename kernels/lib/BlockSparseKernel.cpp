@@ -89,8 +89,8 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       // step's comes after both.
       const int64_t steps = mask_bn / bn;
       const bool overlap = cfg.get("OVERLAP_SOFTMAX", 0) != 0;
-      if (overlap)
-        softmax.defer(bn, T::dtype);
+      if (overlap) // RESCALE_AT_SETTLE: see the dense forward
+        softmax.defer(bn, T::dtype, cfg.get("RESCALE_AT_SETTLE", 0) != 0);
       Tile pending_from = 0, visited = 0; // the pending step's first key; steps visited so far
       // Which elements of the keys from `from` tiles of pointers may read (a block pointer
       // reads 0 past the tensor; those keys' probabilities are 0).
@@ -101,6 +101,8 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         // The first key of iteration j of this list.
         auto start = [&](const Tile &j) { return load(record + first + j / steps) * mask_bn + j % steps * bn; };
         for_range(0, count * steps, 1, softmax.state(), [&](Tile j) {
+          if (overlap)
+            softmax.settle_pending();
           Tile from = start(j), cols = from + arange(0, bn);
           Tile qk = dot(q_tile, trans(keys.load(from, bn, dims, readable(from, partial))));
           // The previous step's V (none before the first: its probabilities are 0); from the list
@@ -133,6 +135,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       // The last listed step's V; none after empty lists. With LAST_PRODUCT_IN_LOOP as a loop of
       // at most one step, its V through the ring of K and V (see the dense forward).
       auto multiply_last = [&] {
+        softmax.settle_pending();
         softmax.multiply_pending(values.load(pending_from, bn, dims, readable(pending_from, true)));
       };
       if (overlap && cfg.get("LAST_PRODUCT_IN_LOOP", 0) != 0)

@@ -245,6 +245,21 @@ TEST_F(GpuTest, AttentionForwardFullTileStores) {
   checkSpacesWith("warp_specialize", {{"PERSISTENT", 1}, {"FULL_TILE_STORES", 1}}, 4, 4224, 8);
 }
 
+// FlashAttention-3's order with the accumulator rescaled before the next Q K^T (config knob
+// RESCALE_AT_SETTLE) on every overlapped config: P @ V stays in flight into the next
+// iteration, whose start waits for it before the rescale and before the stage it read is
+// released; both loops (causal), the last product as a loop or not, persistent programs, and
+// the 128 x 128 ping-pong at d = 64 (d = 128's shape, outside the d = 64 space).
+TEST_F(GpuTest, AttentionForwardRescaleAtSettle) {
+  checkSpacesWith("OVERLAP_SOFTMAX", {{"RESCALE_AT_SETTLE", 1}}, 2, 1111, 4);
+  checkSpacesWith("OVERLAP_SOFTMAX", {{"RESCALE_AT_SETTLE", 1}, {"LAST_PRODUCT_IN_LOOP", 1}, {"PERSISTENT", 1}}, 4,
+                  4224, 8);
+  checkSpacesWith("ping_pong",
+                  {{"BLOCK_N", 128}, {"MASKED_BLOCK_N", 128}, {"OVERLAP_SOFTMAX", 1}, {"LAST_PRODUCT_IN_LOOP", 1},
+                   {"RESCALE_AT_SETTLE", 1}},
+                  2, 1111, 4, {64});
+}
+
 std::vector<Case> cases() {
   std::vector<Case> all;
   // Ragged lengths, causal or not.

@@ -365,27 +365,31 @@ TEST_F(InterpreterAgreement, BlockSparseEveryBlockPointerConfig) {
     int configs = 0;
     // And persistent programs beside a producer warpgroup; where two consumer warpgroups
     // compute, also taking turns at their wgmma (ping_pong); in FlashAttention-3's order also
-    // with the last deferred step as a loop of one (LAST_PRODUCT_IN_LOOP); each config once.
+    // with the last deferred step as a loop of one (LAST_PRODUCT_IN_LOOP), and (persistent)
+    // with the accumulator rescaled before the next Q K^T (RESCALE_AT_SETTLE); each config once.
     std::set<std::string> tried;
     for (dsl::Config config : kernels::block_sparse_forward_configs(d, blocks))
       for (int persistent : {0, 1})
         for (int ping_pong : {0, 1})
-          for (int last_in_loop : {0, 1}) {
-            const bool specialized = config.get("warp_specialize", 0) != 0;
-            if (!config.get("BLOCK_POINTERS", 0) || (persistent && !specialized) ||
-                (ping_pong && !kernels::ping_pong_applies(config)) ||
-                (last_in_loop && !config.get("OVERLAP_SOFTMAX", 0)))
-              continue;
-            config.set("PERSISTENT", persistent);
-            config.set("LAST_PRODUCT_IN_LOOP", last_in_loop);
-            config.set("ping_pong", ping_pong);
-            if (!tried.insert(config.str()).second)
-              continue;
-            kernels::AttentionOptions forward;
-            forward.config = config;
-            expectAgreement(run(forward, {}), "forward " + config.str());
-            ++configs;
-          }
+          for (int last_in_loop : {0, 1})
+            for (int rescale_at_settle : {0, 1}) {
+              const bool specialized = config.get("warp_specialize", 0) != 0,
+                         overlapped = config.get("OVERLAP_SOFTMAX", 0) != 0;
+              if (!config.get("BLOCK_POINTERS", 0) || (persistent && !specialized) ||
+                  (ping_pong && !kernels::ping_pong_applies(config)) || (last_in_loop && !overlapped) ||
+                  (rescale_at_settle && (!overlapped || !persistent)))
+                continue;
+              config.set("PERSISTENT", persistent);
+              config.set("LAST_PRODUCT_IN_LOOP", last_in_loop);
+              config.set("RESCALE_AT_SETTLE", rescale_at_settle);
+              config.set("ping_pong", ping_pong);
+              if (!tried.insert(config.str()).second)
+                continue;
+              kernels::AttentionOptions forward;
+              forward.config = config;
+              expectAgreement(run(forward, {}), "forward " + config.str());
+              ++configs;
+            }
     // The backward's configs through block pointers.
     for (auto pass : {kernels::BackwardPass::keys_values, kernels::BackwardPass::queries})
       for (const dsl::Config &config : kernels::block_sparse_backward_configs(d, blocks, pass)) {

@@ -184,6 +184,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 70, 130, 3, 1, 128, false, true, DType::bf16, "ping_pong=1,PERSISTENT=1,LAST_PRODUCT_IN_LOOP=1"},
                       Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16,
                            "ping_pong=1,PERSISTENT=1,Q_BLOCK_POINTER=1,LAST_PRODUCT_IN_LOOP=1"},
+                      // The accumulator rescaled before the next Q K^T (RESCALE_AT_SETTLE): a
+                      // ragged diagonal across both loops, rows and blocks that see no key, no
+                      // keys at all, the last product as a loop, persistent programs with GQA.
+                      Case{1, 150, 200, 2, 1, 64, true, false, DType::f16, "OVERLAP_SOFTMAX=1,RESCALE_AT_SETTLE=1"},
+                      Case{1, 70, 30, 1, 1, 128, true, false, DType::bf16, "OVERLAP_SOFTMAX=1,RESCALE_AT_SETTLE=1"},
+                      Case{1, 33, 0, 1, 1, 16, false, false, DType::bf16, "OVERLAP_SOFTMAX=1,RESCALE_AT_SETTLE=1"},
+                      Case{1, 300, 426, 2, 1, 64, true, true, DType::f16,
+                           "ping_pong=1,BLOCK_N=128,MASKED_BLOCK_N=128,OVERLAP_SOFTMAX=1,LAST_PRODUCT_IN_LOOP=1,"
+                           "RESCALE_AT_SETTLE=1"},
+                      Case{2, 113, 77, 4, 2, 96, true, true, DType::bf16,
+                           "ping_pong=1,OVERLAP_SOFTMAX=1,PERSISTENT=1,LAST_PRODUCT_IN_LOOP=1,RESCALE_AT_SETTLE=1"},
                       // O stored without masks where a block's rows all lie before n_q and the
                       // head dim is unpadded (FULL_TILE_STORES): whole blocks, a ragged last
                       // block, a padded head dim; persistent programs whose tiles are both.
@@ -295,6 +306,13 @@ TEST_F(AttentionApiErrors, NameTheArgumentAndTheProblem) {
   options.config->set("FULL_TILE_STORES", 2);
   expectError("FULL_TILE_STORES must be 0 or 1");
   options.config->set("FULL_TILE_STORES", 0);
+  options.config->set("RESCALE_AT_SETTLE", -1);
+  expectError("RESCALE_AT_SETTLE must be 0 or 1");
+  options.config->set("RESCALE_AT_SETTLE", 1);
+  options.config->set("OVERLAP_SOFTMAX", 0);
+  expectError("RESCALE_AT_SETTLE needs OVERLAP_SOFTMAX = 1");
+  options.config->set("OVERLAP_SOFTMAX", 1);
+  options.config->set("RESCALE_AT_SETTLE", 0);
   for (int64_t masked : {int64_t(0), int64_t(24), 2 * options.config->get("BLOCK_N", 0)}) {
     options.config->set("MASKED_BLOCK_N", masked);
     expectError("MASKED_BLOCK_N must be a power of two from 16 to BLOCK_N");

@@ -262,7 +262,9 @@ TEST_F(BlockSparse, RandomBlocksPerHeadWithEmptyRows) {
 }
 
 // FlashAttention-3's order (OVERLAP_SOFTMAX): P @ V one iteration late across listed blocks of
-// two BLOCK_N steps each, full and partial lists, empty rows and ragged ends.
+// two BLOCK_N steps each, full and partial lists, empty rows and ragged ends; the last step as
+// a loop of one or not, the accumulator rescaled before the next Q K^T (RESCALE_AT_SETTLE) or
+// not.
 TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
   Problem p{1, 150, 170, 2, 1, 64};
   std::vector<BlockMask::State> states = randomStatesWithAnEmptyRow(5);
@@ -276,8 +278,12 @@ TEST_F(BlockSparse, OverlappedForwardAcrossBlocksAndSteps) {
   BlockSparseAttention stripes(
       maskOnly([](auto &, const Tile &h, const Tile &q, const Tile &kv, auto &) { return (q + 2 * kv + h) % 5 != 0; }));
   check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
-  overlapped.config->set("LAST_PRODUCT_IN_LOOP", 1); // the last step as a loop of one
-  check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
+  for (auto [last_in_loop, rescale_at_settle] : {std::pair{1, 0}, {0, 1}, {1, 1}}) {
+    overlapped.config->set("LAST_PRODUCT_IN_LOOP", last_in_loop);
+    overlapped.config->set("RESCALE_AT_SETTLE", rescale_at_settle);
+    SCOPED_TRACE(overlapped.config->str());
+    check(p, mask, stripes, [](int, int h, int q, int kv) { return (q + 2 * kv + h) % 5 != 0; }, {}, {}, overlapped);
+  }
 }
 
 // Block pointers (on Hopper the TMA's copies, from producer warps where the config has them)

@@ -77,6 +77,21 @@ bool overwritesOperandOf(Operation *op, DotOp dot) {
          });
 }
 
+/// From `from` on, the first op that reads `value` (the result of `dot`), issues or waits for
+/// dots we cannot count, or refills a stage `dot` may be reading (a copy, or a store into its
+/// operand's stage); the terminator at the latest. `pending` (if given) counts the async dots
+/// passed.
+Operation *waitPoint(Operation *from, Value value, DotOp dot, int64_t *pending = nullptr) {
+  for (Operation *at = from;; at = at->getNextNode()) {
+    bool reads = llvm::any_of(value.getUsers(), [&](Operation *user) { return at->isAncestor(user); });
+    if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || overwritesOperandOf(at, dot) ||
+        at->hasTrait<OpTrait::IsTerminator>())
+      return at;
+    if (pending)
+      *pending += isAsyncDot(at);
+  }
+}
+
 /// Waits for `values` (results of async dots) before `at`, all but the last `pending` dots
 /// done; later reads of the values read the wait's results.
 DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool barrier) {
@@ -86,6 +101,40 @@ DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool bar
   for (auto [value, waited] : llvm::zip(values, wait.getResults()))
     value.replaceAllUsesExcept(waited, wait);
   return wait;
+}
+
+/// A dot whose result the loop carries into its next iteration, where an op reads it before
+/// any dot is issued, waited for, or a stage refilled (FlashAttention-3's P @ V, the
+/// accumulator rescaled before the next Q K^T): it stays in flight through the rest of this
+/// iteration and is waited for just before that read, and after the loop before the result's
+/// first reader. Read later in the next iteration, after its dots (the plain order's rescale),
+/// it is waited for in its own, as before: in flight across the next Q K^T it would hold
+/// registers the softmax needs. Returns whether the waits were placed so.
+bool waitNextIteration(DotOp dot) {
+  if (!dot->hasOneUse())
+    return false;
+  OpOperand &use = *dot->use_begin();
+  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
+  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
+  if (!loop || yield->getBlock() != dot->getBlock())
+    return false;
+  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
+  Operation *reader = nullptr;
+  for (Operation &op : *loop.getBody()) {
+    if (llvm::any_of(carried.getUsers(), [&](Operation *user) { return op.isAncestor(user); })) {
+      reader = &op;
+      break;
+    }
+    if (holdsAsyncWork(&op) || isAsyncDot(&op) || isa<DotWaitOp, AsyncCopyOp, TmaLoadOp>(op) ||
+        overwritesOperandOf(&op, dot))
+      return false;
+  }
+  if (!reader)
+    return false;
+  waitBefore(reader, {carried}, 0, /*barrier=*/false);
+  Value result = loop.getResult(use.getOperandNumber());
+  waitBefore(waitPoint(loop->getNextNode(), result, dot), {result}, 0, /*barrier=*/false);
+  return true;
 }
 
 /// The matmul case: the body's dots carried in flight into the next iteration (`carried`, in
@@ -170,18 +219,10 @@ void placeWaits(Block &block) {
   for (DotOp dot : dots) {
     if (chainsToNextDot(dot) || llvm::is_contained(carried, dot))
       continue;
-    // The first op that reads the result, issues or waits for dots we cannot count, or refills
-    // a stage the dot may be reading (a copy, or a store into its operand's stage); the
-    // terminator at the latest.
     int64_t pending = 0;
-    Operation *at = dot->getNextNode();
-    for (;; at = at->getNextNode()) {
-      bool reads = llvm::any_of(dot->getUsers(), [&](Operation *user) { return at->isAncestor(user); });
-      if (reads || holdsAsyncWork(at) || isa<AsyncCopyOp, TmaLoadOp>(at) || overwritesOperandOf(at, dot) ||
-          at->hasTrait<OpTrait::IsTerminator>())
-        break;
-      pending += isAsyncDot(at);
-    }
+    Operation *at = waitPoint(dot->getNextNode(), dot.getResult(), dot, &pending);
+    if (at->hasTrait<OpTrait::IsTerminator>() && waitNextIteration(dot))
+      continue;
     waitBefore(at, dot.getResult(), pending, /*barrier=*/false);
   }
   if (carried.empty())

@@ -49,11 +49,12 @@ void bracket(Operation *first, Operation *last) {
   WarpgroupTurnOp::create(b, last->getLoc(), TurnKind::pass);
 }
 
-/// Turns at the dots: the async dots `body` issues before its first dot wait.
+/// Turns at the dots: the async dots `body` issues before its first dot wait after them (a
+/// wait before them is for the previous iteration's).
 void takeTurnsAtDots(Block &body) {
   Operation *first = nullptr, *last = nullptr;
   for (Operation &op : body) {
-    if (isa<DotWaitOp>(op))
+    if (isa<DotWaitOp>(op) && first)
       break;
     if (isAsyncDot(&op)) {
       first = first ? first : &op;

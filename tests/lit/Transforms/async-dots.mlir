@@ -160,17 +160,21 @@ func.func @refill_before_copy_wait(%ptrs: tensor<128x64x!tile.ptr<f16>, #blk>, %
 #b = #tile.dot_op<opIdx = 1, parent = #mma>
 
 // A dot chained into the next one as its accumulator is not waited for; a loop with dots of
-// its own ends the overlap (its groups cannot be counted from outside), and inside it the
-// carried accumulator, also read elsewhere, is waited for before the yield. Without
+// its own ends the overlap (its groups cannot be counted from outside). Inside it the carried
+// accumulator, read by another op before the next iteration's dot, stays in flight to the
+// next iteration's start and is waited for there and after the loop. Without
 // tile.warpgroup_mma dots stay synchronous.
 // CHECK-LABEL: func.func @chain_and_inner_loop
 // CHECK: %[[X:.*]] = tile.dot {{.*}} {async}
 // CHECK-NEXT: %[[Y:.*]] = tile.dot {{.*}}, %[[X]] {async}
 // CHECK-NEXT: %[[YW:.*]] = tile.dot_wait %[[Y]] : {{.*}} {pending = 0 : i32}
-// CHECK-NEXT: scf.for {{.*}} iter_args(%{{.*}} = %[[YW]])
-// CHECK: tile.dot {{.*}} {async}
-// CHECK-NEXT: tile.dot_wait {{.*}} {pending = 0 : i32}
-// CHECK-NEXT: scf.yield
+// CHECK-NEXT: %[[OUT:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[YW]])
+// CHECK-NEXT: tile.shared_load
+// CHECK-NEXT: %[[ACCW:.*]] = tile.dot_wait %[[ACC]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: arith.addf %[[ACCW]], %[[ACCW]]
+// CHECK-NEXT: %[[D:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: scf.yield %[[D]]
+// CHECK: tile.dot_wait %[[OUT]] : {{.*}} {pending = 0 : i32}
 // CHECK-LABEL: func.func @synchronous
 // CHECK-NOT: async
 // CHECK-NOT: tile.dot_wait
@@ -259,4 +263,91 @@ func.func @wait_already_done(%x: tensor<128x64xf16, #a>, %acc: tensor<128x64xf32
   %dk = tile.dot %x, %y, %acc : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
   %added = arith.mulf %dq, %scale : tensor<128x64xf32, #mma>
   return %dv, %added, %dk : tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>, tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// FlashAttention-3's order with the accumulator rescaled before the next scores are issued:
+// nothing in the iteration reads P @ V, so it stays in flight through the softmax and is
+// waited for at the next iteration's start, before the rescale reads it, and after the loop.
+// CHECK-LABEL: func.func @overlap_softmax_rescale_first
+// CHECK: scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}, %{{.*}} = %{{.*}}, %[[ALPHA:.*]] = %{{.*}})
+// CHECK-NEXT: %[[AW:.*]] = tile.dot_wait %[[ACC]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: arith.mulf %[[AW]], %[[ALPHA]]
+// CHECK: %[[S:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[SW:.*]] = tile.dot_wait %[[S]] : {{.*}} {pending = 1 : i32}
+// CHECK-NOT: tile.dot_wait
+// CHECK: scf.yield %[[O]]
+// CHECK: %[[R:.*]] = tile.dot_wait %{{.*}}#0 : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: return %[[R]]
+func.func @overlap_softmax_rescale_first(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %one = arith.constant dense<1.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out:3 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %p = %p0, %alpha = %one)
+      -> (tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>, tensor<128x64xf32, #mma>) : i32 {
+    %rescaled = arith.mulf %acc, %alpha : tensor<128x64xf32, #mma>
+    %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %s = tile.dot %qs, %kt, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %o = tile.dot %p, %vs, %rescaled : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %scaled = arith.mulf %s, %scale : tensor<128x64xf32, #mma>
+    %next = arith.truncf %scaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+    %pa = tile.convert_layout %next : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+    scf.yield %o, %pa, %scaled : tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>, tensor<128x64xf32, #mma>
+  }
+  return %out#0 : tensor<128x64xf32, #mma>
+}
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// The plain order: the next iteration rescales the accumulator only after its scores are
+// issued, so P @ V is waited for in its own iteration (in flight across the next Q K^T it
+// would hold the registers the softmax needs).
+// CHECK-LABEL: func.func @plain_order_waits_in_its_iteration
+// CHECK: scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}})
+// CHECK-NOT: tile.dot_wait %[[ACC]]
+// CHECK: tile.dot {{.*}} {async}
+// CHECK: arith.mulf %[[ACC]]
+// CHECK-NEXT: %[[O:.*]] = tile.dot {{.*}} {async}
+// CHECK-NEXT: %[[OW:.*]] = tile.dot_wait %[[O]] : {{.*}} {pending = 0 : i32}
+// CHECK-NEXT: scf.yield %[[OW]]
+func.func @plain_order_waits_in_its_iteration(%n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %out = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
+    %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %s = tile.dot %qs, %kt, %zero : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    %scaled = arith.mulf %s, %scale : tensor<128x64xf32, #mma>
+    %next = arith.truncf %scaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+    %pa = tile.convert_layout %next : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+    %rescaled = arith.mulf %acc, %scale : tensor<128x64xf32, #mma>
+    %o = tile.dot %pa, %vs, %rescaled : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+    scf.yield %o : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
 }

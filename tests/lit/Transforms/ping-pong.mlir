@@ -193,3 +193,56 @@ func.func @turns_at_what() attributes {tile.kernel, tile.num_warps = 8 : i32, ti
   }
   return
 }
+
+// -----
+
+#mma = #tile.mma<warpsPerCTA = [8, 1]>
+#a = #tile.dot_op<opIdx = 0, parent = #mma>
+#b = #tile.dot_op<opIdx = 1, parent = #mma>
+
+// With the accumulator rescaled before the scores are issued, the body first waits for the
+// previous iteration's P @ V; that wait is not the end of the dots the turn covers.
+// CHECK-LABEL: func.func @wait_before_the_dots
+// CHECK: scf.for
+// CHECK: tile.dot_wait %{{.*}} {pending = 0 : i32}
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: tile.warpgroup_turn take
+// CHECK-NEXT: tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.dot {{.*}} {async}
+// CHECK-NEXT: tile.warpgroup_turn pass
+// CHECK-NEXT: tile.dot_wait %{{.*}} {pending = 1 : i32}
+func.func @wait_before_the_dots(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf32, #mma>
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "dots", tile.warpgroup_mma} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
+  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
+  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
+  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
+  %producer = tile.in_producer_warps
+  %out = scf.if %producer -> (tensor<128x64xf32, #mma>) {
+    tile.set_max_registers 24
+    scf.yield %zero : tensor<128x64xf32, #mma>
+  } else {
+    tile.set_max_registers 240 {increase}
+    %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
+    %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
+    %loop:2 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %p = %p0)
+        -> (tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>) : i32 {
+      %aw = tile.dot_wait %acc : tensor<128x64xf32, #mma> {pending = 0 : i32}
+      %rescaled = arith.mulf %aw, %scale : tensor<128x64xf32, #mma>
+      %s = tile.dot %qs, %kt, %zero {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+      %o = tile.dot %p, %vs, %rescaled {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
+      %sw = tile.dot_wait %s : tensor<128x64xf32, #mma> {pending = 1 : i32}
+      %scaled = arith.mulf %sw, %scale : tensor<128x64xf32, #mma>
+      %next = arith.truncf %scaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
+      %pa = tile.convert_layout %next : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
+      scf.yield %o, %pa : tensor<128x64xf32, #mma>, tensor<128x64xf16, #a>
+    }
+    %last = tile.dot_wait %loop#0 : tensor<128x64xf32, #mma> {pending = 0 : i32}
+    scf.yield %last : tensor<128x64xf32, #mma>
+  }
+  return %out : tensor<128x64xf32, #mma>
+}

@@ -15,11 +15,14 @@ struct OnlineSoftmax {
   static constexpr double log2e = 1.4426950408889634, ln2 = 0.6931471805599453;
   dsl::Tile acc, row_max, row_sum;
 
-  /// What the key loop carries: the three above, and pending_p in the deferred order.
+  /// What the key loop carries: the three above, and in the deferred order pending_p (and
+  /// pending_alpha where the rescale waits too).
   dsl::Carried state() {
     dsl::Carried carried{acc, row_max, row_sum};
     if (!pending_p.is_null())
       carried.push_back(pending_p);
+    if (!pending_alpha.is_null())
+      carried.push_back(pending_alpha);
     return carried;
   }
 
@@ -43,17 +46,37 @@ struct OnlineSoftmax {
   /// FlashAttention-3's order, for Hopper's asynchronous wgmma: each block's P @ V is issued
   /// one block later, right after that block's Q K^T and before the softmax reads its scores,
   /// so the softmax math runs while the tensor cores multiply. Per key block:
-  /// `s = dot(q, trans(k)); multiply_pending(v of the previous block); add_deferred(scores)`;
-  /// after the last block, `multiply_pending(its v)`. `pending_p` (in state() once set) starts
-  /// as zeros [rows, block] of V's dtype (defer(block, dtype)), so the first product adds 0.
-  dsl::Tile pending_p;
-  void defer(int64_t block, dsl::DType dtype) { pending_p = dsl::zeros({acc.shape()[0], block}, dtype); }
+  /// `settle_pending(); s = dot(q, trans(k)); multiply_pending(v of the previous block);
+  /// add_deferred(scores)`; after the last block, `settle_pending(); multiply_pending(its v)`.
+  /// `pending_p` (in state() once set) starts as zeros [rows, block] of V's dtype
+  /// (defer(block, dtype)), so the first product adds 0.
+  ///
+  /// Where the accumulator is rescaled decides what the softmax waits for. Rescaled at the end
+  /// of add_deferred, it needs the product in flight done there; ptxas then waits for that
+  /// product before the first exponential (sm_90a SASS: the wait in row 0's max chain), so the
+  /// softmax does not overlap its own warpgroup's P @ V. With `rescale_at_settle` the factor
+  /// waits too (pending_alpha) and settle_pending(), before the next Q K^T, rescales, as
+  /// FlashAttention-3 rescales O before its second GEMM: nothing in the iteration reads the
+  /// product, which tile-async-dots then waits for at the next iteration's start.
+  dsl::Tile pending_p, pending_alpha;
+  void defer(int64_t block, dsl::DType dtype, bool rescale_at_settle = false) {
+    pending_p = dsl::zeros({acc.shape()[0], block}, dtype);
+    if (rescale_at_settle)
+      pending_alpha = dsl::full({acc.shape()[0]}, 1.0, dsl::DType::f32);
+  }
+  void settle_pending() {
+    if (!pending_alpha.is_null())
+      acc = acc * dsl::expand_dims(pending_alpha, 1);
+  }
   void multiply_pending(const dsl::Tile &v) { acc = dsl::dot(pending_p, v, acc); }
   void add_deferred(const dsl::Tile &scores, const std::optional<dsl::Tile> &scale) {
     dsl::Tile alpha, p = fold(scores, scale, alpha);
     // Unconditional: leaving the rescale out altogether (the most FlashAttention-4's lazy
     // rescaling could save) made the H200's d = 128 forward only 1.5% faster.
-    acc = acc * dsl::expand_dims(alpha, 1);
+    if (pending_alpha.is_null())
+      acc = acc * dsl::expand_dims(alpha, 1);
+    else
+      pending_alpha = alpha;
     pending_p = p.to(pending_p.dtype());
   }
 

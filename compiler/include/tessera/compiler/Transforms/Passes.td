@@ -151,7 +151,14 @@ def TileAsyncDots : Pass<"tile-async-dots", "mlir::ModuleOp"> {
     last dot, the body waits for the previous iteration's dots and synchronizes the CTA (all
     warpgroups are done with their stages), and only then refills its stages (cp.async copies
     or TMA loads; a TMA stage's `tile.wait_barrier` then needs no CTA barrier of its own); the
-    loop's results are waited for right after it.
+    loop's results are waited for right after it. A dot whose result only the loop carries,
+    read in the next iteration before that iteration issues, waits for or refills anything
+    (FlashAttention-3's P @ V with the accumulator rescaled before the next Q K^T), stays in
+    flight through the rest of its iteration and is waited for just before that read, and
+    after the loop before the result's first reader: ptxas moves a wait for it placed at the
+    iteration's end up into the softmax, ahead of the exponentials (sm_90a, CUDA 13.0), but
+    not across the loop's back edge. Read after the next iteration's dots (the plain order's
+    rescale), it is waited for in its own iteration.
   }];
 }
 
@@ -209,8 +216,9 @@ def TilePingPong : Pass<"tile-ping-pong", "mlir::ModuleOp"> {
     before a span of the body and passes it (`pass`) after; `first`, at the consumers' start,
     gives warpgroup 0 the first turn. The span, by the attribute's value:
     - "dots", FlashAttention-3's ping-pong: from the body's first async dot to the last one
-      issued before its first dot wait. One warpgroup's products then run while the other
-      computes on its last results (FlashAttention's softmax).
+      issued before the first dot wait after it (a wait before it is for the previous
+      iteration's dots). One warpgroup's products then run while the other computes on its
+      last results (FlashAttention's softmax).
     - "exponentials", cuDNN's order: from the body's first exponential to the first async dot
       after its last (P @ V, which reads them; ptxas moves arithmetic past a bar.arrive but not
       past a wgmma). The warpgroups' softmaxes then take turns at the multi-function units
