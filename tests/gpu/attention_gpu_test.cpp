@@ -162,15 +162,25 @@ TEST_F(GpuTest, AttentionForwardPingPong) {
   EXPECT_GT(tried, 0) << "no config of the space has two consumer warpgroups";
 }
 
-/// Every config of the `dims` spaces (d = 64 and d = 128) that sets `selector`, with `knobs`
-/// set, on `n_q` queries of `heads` heads (GQA, ragged, causal rows that see no key).
-void checkSpacesWith(const char *selector, const std::vector<std::pair<const char *, int64_t>> &knobs,
+/// Every config of the `dims` spaces (d = 64 and d = 128) that sets `selector` (knobs separated
+/// by ',': all of them), with `knobs` set, on `n_q` queries of `heads` heads (GQA, ragged,
+/// causal rows that see no key).
+void checkSpacesWith(const std::string &selector, const std::vector<std::pair<const char *, int64_t>> &knobs,
                      int64_t batch, int64_t n_q, int64_t heads, const std::vector<int64_t> &dims = {64, 128}) {
+  auto selected = [&](const dsl::Config &config) {
+    for (size_t from = 0; from <= selector.size();) {
+      const size_t comma = std::min(selector.find(',', from), selector.size());
+      if (!config.get(selector.substr(from, comma - from), 0))
+        return false;
+      from = comma + 1;
+    }
+    return true;
+  };
   int tried = 0;
   for (int64_t d : dims)
     for (bool causal : {false, true})
       for (dsl::Config config : kernels::attention_forward_configs(d, causal)) {
-        if (!config.get(selector, 0))
+        if (!selected(config))
           continue;
         for (auto [key, value] : knobs)
           config.set(key, value);
@@ -252,8 +262,8 @@ TEST_F(GpuTest, AttentionForwardFullTileStores) {
 // the 128 x 128 ping-pong at d = 64 (d = 128's shape, outside the d = 64 space).
 TEST_F(GpuTest, AttentionForwardRescaleAtSettle) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"RESCALE_AT_SETTLE", 1}}, 2, 1111, 4);
-  checkSpacesWith("OVERLAP_SOFTMAX", {{"RESCALE_AT_SETTLE", 1}, {"LAST_PRODUCT_IN_LOOP", 1}, {"PERSISTENT", 1}}, 4,
-                  4224, 8);
+  checkSpacesWith("warp_specialize,OVERLAP_SOFTMAX",
+                  {{"RESCALE_AT_SETTLE", 1}, {"LAST_PRODUCT_IN_LOOP", 1}, {"PERSISTENT", 1}}, 4, 4224, 8);
   checkSpacesWith("ping_pong",
                   {{"BLOCK_N", 128}, {"MASKED_BLOCK_N", 128}, {"OVERLAP_SOFTMAX", 1}, {"LAST_PRODUCT_IN_LOOP", 1},
                    {"RESCALE_AT_SETTLE", 1}},
