@@ -658,6 +658,11 @@ std::vector<ShippedKernel> shipped_kernels() {
           persistent.set("PERSISTENT", 1);
           kernels.push_back({forwardKernel(dtype), persistent, variant + ".persistent"});
         }
+        if (configs[0].get("OVERLAP_SOFTMAX", 0)) { // and with RESCALE_AT_SETTLE, another
+          dsl::Config settling = configs[0];
+          settling.set("RESCALE_AT_SETTLE", 1);
+          kernels.push_back({forwardKernel(dtype), settling, variant + ".rescale_at_settle"});
+        }
         for (size_t i = 0; i < configs.size(); ++i) {
           kernels.push_back({forwardKernel(dtype), configs[i], variant + (i ? ".c" + std::to_string(i) : "")});
           // And with ping-pong wherever it applies, unless the space holds that config already.
