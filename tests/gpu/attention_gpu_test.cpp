@@ -163,14 +163,15 @@ TEST_F(GpuTest, AttentionForwardPingPong) {
 }
 
 /// Every config of the `dims` spaces (d = 64 and d = 128) that sets `selector` (knobs separated
-/// by ',': all of them), with `knobs` set, on `n_q` queries of `heads` heads (GQA, ragged,
-/// causal rows that see no key).
+/// by ',': all of them; `!KNOB`: not that one), with `knobs` set, on `n_q` queries of `heads`
+/// heads (GQA, ragged, causal rows that see no key).
 void checkSpacesWith(const std::string &selector, const std::vector<std::pair<const char *, int64_t>> &knobs,
                      int64_t batch, int64_t n_q, int64_t heads, const std::vector<int64_t> &dims = {64, 128}) {
   auto selected = [&](const dsl::Config &config) {
     for (size_t from = 0; from <= selector.size();) {
       const size_t comma = std::min(selector.find(',', from), selector.size());
-      if (!config.get(selector.substr(from, comma - from), 0))
+      const std::string name = selector.substr(from, comma - from);
+      if ((name[0] == '!') == (config.get(name[0] == '!' ? name.substr(1) : name, 0) != 0))
         return false;
       from = comma + 1;
     }
@@ -198,10 +199,12 @@ TEST_F(GpuTest, AttentionForwardPersistent) { checkSpacesWith("warp_specialize",
 
 // Narrower key blocks in the masked loop (MASKED_BLOCK_N, in the plain order) on the configs in
 // ping-pong: the loops' blocks differ in width, each with its own ring and turns (64-key
-// narrow blocks: below BLOCK_N at d = 128 too).
+// narrow blocks: below BLOCK_N at d = 128 too). Not on d = 128's persistent config, whose
+// 230400 bytes leave no room for the narrow rings (it fails to load, saying so).
 TEST_F(GpuTest, AttentionForwardNarrowMaskedBlocks) {
   for (int64_t masked : {128, 64})
-    checkSpacesWith("ping_pong", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", masked}}, 2, 1111, 4);
+    checkSpacesWith("ping_pong,!LAST_PRODUCT_IN_LOOP", {{"OVERLAP_SOFTMAX", 0}, {"MASKED_BLOCK_N", masked}}, 2, 1111,
+                    4);
 }
 
 // Stores staged through shared memory (config knob staged_stores, shipped on the d = 128
