@@ -33,9 +33,9 @@ bool chainsToNextDot(DotOp dot) {
   return isAsyncDot(use.getOwner()) && use.getOperandNumber() == 2 && use.getOwner()->getBlock() == dot->getBlock();
 }
 
-/// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
-/// async dot of the body (the matmul's k loop), or null.
-scf::ForOp carriedInFlight(DotOp dot) {
+/// The loop whose body yields `dot`'s result, its only use, into the next iteration, and the
+/// result's position among the loop's values; a null loop where there is none.
+std::pair<scf::ForOp, unsigned> carryingLoop(DotOp dot) {
   if (!dot->hasOneUse())
     return {};
   OpOperand &use = *dot->use_begin();
@@ -43,7 +43,16 @@ scf::ForOp carriedInFlight(DotOp dot) {
   auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
   if (!loop || yield->getBlock() != dot->getBlock())
     return {};
-  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
+  return {loop, use.getOperandNumber()};
+}
+
+/// The loop whose next iteration takes `dot`'s result, in flight, as the accumulator of an
+/// async dot of the body (the matmul's k loop), or null.
+scf::ForOp carriedInFlight(DotOp dot) {
+  auto [loop, position] = carryingLoop(dot);
+  if (!loop)
+    return {};
+  BlockArgument carried = loop.getRegionIterArg(position);
   if (!carried.hasOneUse())
     return {};
   OpOperand &next = *carried.use_begin();
@@ -111,14 +120,10 @@ DotWaitOp waitBefore(Operation *at, ValueRange values, int64_t pending, bool bar
 /// it is waited for in its own, as before: in flight across the next Q K^T it would hold
 /// registers the softmax needs. Returns whether the waits were placed so.
 bool waitNextIteration(DotOp dot) {
-  if (!dot->hasOneUse())
+  auto [loop, position] = carryingLoop(dot);
+  if (!loop)
     return false;
-  OpOperand &use = *dot->use_begin();
-  auto yield = dyn_cast<scf::YieldOp>(use.getOwner());
-  auto loop = yield ? dyn_cast<scf::ForOp>(yield->getParentOp()) : scf::ForOp();
-  if (!loop || yield->getBlock() != dot->getBlock())
-    return false;
-  BlockArgument carried = loop.getRegionIterArg(use.getOperandNumber());
+  BlockArgument carried = loop.getRegionIterArg(position);
   Operation *reader = nullptr;
   for (Operation &op : *loop.getBody()) {
     if (llvm::any_of(carried.getUsers(), [&](Operation *user) { return op.isAncestor(user); })) {
@@ -132,7 +137,7 @@ bool waitNextIteration(DotOp dot) {
   if (!reader)
     return false;
   waitBefore(reader, {carried}, 0, /*barrier=*/false);
-  Value result = loop.getResult(use.getOperandNumber());
+  Value result = loop.getResult(position);
   waitBefore(waitPoint(loop->getNextNode(), result, dot), {result}, 0, /*barrier=*/false);
   return true;
 }
