@@ -147,10 +147,11 @@ void scheduleForward(const dsl::Config &config, std::vector<dsl::LaunchArg> &arg
   if (!config.get("PERSISTENT", 0) || !config.get("CAUSAL", 0))
     return;
   const int64_t n_q = args[kForwardNq].integer(), n_kv = args[kForwardNq + 1].integer(),
-                batch_heads = args[kForwardBatches].integer() * args[kForwardNq + 2].integer(),
-                head_dim = args[9].integer();
-  const int64_t programs = blockGrid(n_q, "BLOCK_M", batch_heads)(config).x;
-  args[kForwardSchedule] = detail::causal_schedule(batch_heads, n_q, n_kv, head_dim, config["BLOCK_M"], programs);
+                heads_q = args[kForwardNq + 2].integer(), group = args[kForwardNq + 3].integer(),
+                batches = args[kForwardBatches].integer(), head_dim = args[kForwardNq + 4].integer();
+  const int64_t programs = blockGrid(n_q, "BLOCK_M", batches * heads_q)(config).x;
+  args[kForwardSchedule] =
+      detail::causal_schedule(batches, heads_q, group, n_q, n_kv, head_dim, config["BLOCK_M"], programs);
 }
 
 /// EVEN_BLOCKS: whether the sequence lengths are whole blocks of the config, so that the

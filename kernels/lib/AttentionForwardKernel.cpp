@@ -27,9 +27,9 @@ template <typename T> Kernel forward() {
 
     // Query block `query_block` of head `batch_head`: a program's whole work, or with
     // PERSISTENT one of its tiles.
-    auto attend = [&](const Tile &query_block, const Tile &batch_head) {
-      Tile batch = (batch_head / heads_q).to<i64>(), head = (batch_head % heads_q).to<i64>();
-      Tile kv_head = head / group;
+    auto attend = [&](const QueryTile &tile) {
+      const Tile &query_block = tile.index, &batch_head = tile.batch_head;
+      Tile batch = tile.batch.to<i64>(), head = tile.head.to<i64>(), kv_head = tile.kv_head.to<i64>();
       Tile rows = query_block * bm + arange(0, bm);
       Tile dims = arange(0, d);
       Tile dim_ok = expand_dims(dims, 0) < head_dim;
@@ -160,17 +160,17 @@ template <typename T> Kernel forward() {
       // others head-major (a query-block-major causal order, the heaviest blocks of all heads
       // first, read all heads' K and V at once, past L2: H200, d = 64, N = 4096, 0.774 ms
       // against 0.705).
-      Tile query_blocks = cdiv(n_q, bm);
-      auto attendTile = [&](const Tile &tile) { attend(tile % query_blocks, tile / query_blocks); };
-      if (causal)
-        forEachScheduledTile(schedule, attendTile);
-      else
-        forEachTile(query_blocks * batches * heads_q, attendTile);
+      if (causal) {
+        forEachScheduledTile(schedule, heads_q, attend);
+      } else {
+        const TileNumbering numbering{cdiv(n_q, bm), heads_q, group};
+        forEachTile(numbering.query_blocks * batches * heads_q, numbering, attend);
+      }
     } else {
       // The heaviest blocks of the heads whose K and V share L2 start first, so that the light
       // ones fill the grid's tail.
       const GridBlock block = gridBlock(causal, n_kv.to<i64>() * head_dim * 4);
-      attend(causal ? num_programs(0) - 1 - block.rank : block.rank, block.batch_head);
+      attend(QueryTile(causal ? num_programs(0) - 1 - block.rank : block.rank, block.batch_head, heads_q, group));
     }
   });
 }

@@ -58,29 +58,71 @@ dsl::Kernel attention_backward_dq_convert_kernel(dsl::DType dtype);
 dsl::Kernel block_sparse_backward_dkdv_kernel(dsl::DType dtype, const Modifiers &modifiers);
 dsl::Kernel block_sparse_backward_dq_kernel(dsl::DType dtype, const Modifiers &modifiers);
 
+/// Query block `index` of head `batch_head` (of batch * heads_q), and that head's batch, head
+/// and KV head: a program's work, or a persistent program's tile.
+struct QueryTile {
+  dsl::Tile index, batch_head, batch, head, kv_head;
+  QueryTile(const dsl::Tile &index, const dsl::Tile &batch_head, const dsl::Tile &heads_q, const dsl::Tile &group)
+      : index(index), batch_head(batch_head), batch(batch_head / heads_q), head(batch_head % heads_q),
+        kv_head(head / group) {}
+  /// From a plan's record (causal_schedule): no divisions.
+  QueryTile(const dsl::Tile &index, const dsl::Tile &batch, const dsl::Tile &head, const dsl::Tile &kv_head,
+            const dsl::Tile &heads_q)
+      : index(index), batch_head(batch * heads_q + head), batch(batch), head(head), kv_head(kv_head) {}
+};
+
+/// How persistent programs number their tiles: query block tile % query_blocks of head
+/// tile / query_blocks.
+struct TileNumbering {
+  dsl::Tile query_blocks, heads_q, group;
+  QueryTile operator()(const dsl::Tile &tile) const {
+    return QueryTile(tile % query_blocks, tile / query_blocks, heads_q, group);
+  }
+};
+
 /// A persistent program's walk over the tiles 0..tiles: program p of G (num_programs(0)) takes
 /// the tiles p, G + p, 2G + p, ..., every other round of G tiles in reverse (not a partial last
 /// one), so that where tiles get heavier along the order (a causal mask's query blocks) each
 /// program's sum evens out: at most 1.03x the mean there, where the plain order gives up to
 /// 1.2x (32 query blocks a head, 132 programs).
-inline void forEachTile(const dsl::Tile &tiles, const std::function<void(const dsl::Tile &)> &body) {
+inline void forEachTile(const dsl::Tile &tiles, const TileNumbering &numbering,
+                        const std::function<void(const QueryTile &)> &body) {
   using namespace tessera::dsl;
   Tile programs = num_programs(0), program = program_id(0);
   for_range(program, tiles, programs, [&](Tile slot) {
     Tile round = slot / programs, first = round * programs;
     Tile reversed = round % 2 == 1 && first + programs <= tiles;
-    body(where(reversed, first + programs - 1 - program, slot));
+    body(numbering(where(reversed, first + programs - 1 - program, slot)));
   });
 }
 
+/// The int32s of a tile's record in the plan the kernel reads (causal_schedule).
+inline constexpr int64_t kScheduleRecord = 4;
+
 /// A persistent program's walk over the tiles a host-planned schedule gives it
-/// (causal_schedule): `schedule` holds num_programs(0) + 1 offsets, then the tiles; program p
-/// takes tiles offsets[p] .. offsets[p + 1] in order.
-inline void forEachScheduledTile(const dsl::Tile &schedule, const std::function<void(const dsl::Tile &)> &body) {
+/// (causal_schedule): `schedule` holds num_programs(0) + 1 offsets, then the tiles, each a
+/// record of its query block, batch, head and KV head (decoded on the host: the divisions by
+/// run-time sizes held every warp where a tile starts); program p takes tiles offsets[p] ..
+/// offsets[p + 1] in order. Each tile's record is read where the tile before it starts: read
+/// where its own starts, the load held every warp there (ncu, causal d = 64: ~0.5% of the
+/// consumers' samples).
+inline void forEachScheduledTile(const dsl::Tile &schedule, const dsl::Tile &heads_q,
+                                 const std::function<void(const QueryTile &)> &body) {
   using namespace tessera::dsl;
-  Tile program = program_id(0), tiles = schedule + num_programs(0) + 1;
-  for_range(load(schedule + program), load(schedule + program + 1), 1,
-            [&](Tile slot) { body(load(tiles + slot)); });
+  Tile program = program_id(0), records = schedule + num_programs(0) + 1;
+  Tile first = load(schedule + program), end = load(schedule + program + 1);
+  auto record_at = [&](const Tile &slot) {
+    std::vector<Tile> record;
+    for (int64_t part = 0; part < kScheduleRecord; ++part)
+      record.push_back(load(records + slot * kScheduleRecord + part, slot < end, 0));
+    return record;
+  };
+  std::vector<Tile> next = record_at(first);
+  for_range(first, end, 1, {next[0], next[1], next[2], next[3]}, [&](Tile slot) {
+    std::vector<Tile> following = record_at(slot + 1);
+    body(QueryTile(next[0], next[1], next[2], next[3], heads_q));
+    next = following;
+  });
 }
 
 /// How many heads' K and V the programs running at once stream together: a sixth of the H200's
@@ -98,10 +140,11 @@ int64_t headsSharingL2(int64_t bytes_per_head, int64_t heads);
 /// 1.04x the mean (1.14x at d = 128, N = 4096: fewer heads).
 std::vector<int32_t> plan_causal_schedule(int64_t batch_heads, int64_t n_q, int64_t n_kv, int64_t block_m,
                                           int64_t programs, int64_t chunk_heads);
-/// That plan for heads of `head_dim` (chunked as gridBlock does), uploaded once per shape and
+/// That plan for heads of `head_dim` (chunked as gridBlock does), each tile as its record
+/// (forEachScheduledTile: decoded here, not by every program), uploaded once per shape and
 /// device: what the kernel's `schedule` argument points at (host memory under the interpreter).
-const void *causal_schedule(int64_t batch_heads, int64_t n_q, int64_t n_kv, int64_t head_dim, int64_t block_m,
-                            int64_t programs);
+const void *causal_schedule(int64_t batches, int64_t heads_q, int64_t group, int64_t n_q, int64_t n_kv,
+                            int64_t head_dim, int64_t block_m, int64_t programs);
 
 /// The attention tuners' key for a problem: n_q and n_kv (the arguments at `nq` and nq + 1)
 /// and the heads of all batches (heads_q, at nq + 2, times the batch count at `batches`), each

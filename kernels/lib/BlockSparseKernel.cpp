@@ -9,15 +9,12 @@ namespace {
 
 using namespace tessera::dsl;
 
-/// BLOCK_M query rows of one (batch, head): query block `index` of head `batch_head` (a
-/// program's, on the grid (query blocks, batch * heads_q), or a persistent program's tile).
-struct QueryBlock {
-  Tile index, batch_head, batch, head, kv_head, rows, dims, dim_ok;
-  QueryBlock(const Tile &index, const Tile &batch_head, int64_t bm, int64_t d, const Tile &heads_q, const Tile &group,
-             const Tile &head_dim)
-      : index(index), batch_head(batch_head), batch(batch_head / heads_q), head(batch_head % heads_q),
-        kv_head((head / group).to<i64>()), rows(index * bm + arange(0, bm)), dims(arange(0, d)),
-        dim_ok(expand_dims(dims, 0) < head_dim) {}
+/// BLOCK_M query rows of one (batch, head): a QueryTile (a program's, on the grid (query
+/// blocks, batch * heads_q), or a persistent program's tile) and its rows and dims.
+struct QueryBlock : QueryTile {
+  Tile rows, dims, dim_ok;
+  QueryBlock(const QueryTile &tile, int64_t bm, int64_t d, const Tile &head_dim)
+      : QueryTile(tile), rows(index * bm + arange(0, bm)), dims(arange(0, d)), dim_ok(expand_dims(dims, 0) < head_dim) {}
 };
 
 /// The visibility of [rows x cols] (either orientation) in a listed block: in bounds, and
@@ -72,9 +69,9 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       Tile batch_head = block.batch_head, dim_ok = block.dim_ok;
       Tile row_ok = expand_dims(rows, 1) < n_q;
       Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head,
+      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
                           block_pointers);
-      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head,
+      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
                             block_pointers);
       Tile kv_ok = broadcast_to(dim_ok, {bn, d});
 
@@ -150,12 +147,11 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
       // A program a slot of the SMs, taking tiles in turn: the producer loads the next tile's
       // first keys and values while the consumers finish this one, and no program starts or
       // ends between tiles.
-      Tile query_blocks = cdiv(n_q, bm);
-      forEachTile(query_blocks * batches * heads_q, [&](const Tile &tile) {
-        attend(QueryBlock(tile % query_blocks, tile / query_blocks, bm, d, heads_q, group, head_dim));
-      });
+      const TileNumbering numbering{cdiv(n_q, bm), heads_q, group};
+      forEachTile(numbering.query_blocks * batches * heads_q, numbering,
+                  [&](const QueryTile &tile) { attend(QueryBlock(tile, bm, d, head_dim)); });
     } else {
-      attend(QueryBlock(program_id(0), program_id(1), bm, d, heads_q, group, head_dim));
+      attend(QueryBlock(QueryTile(program_id(0), program_id(1), heads_q, group), bm, d, head_dim));
     }
   });
 }
@@ -233,7 +229,7 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     const int64_t bm = cfg["BLOCK_M"], bn = cfg["BLOCK_N"], d = cfg["HEAD_DIM"];
     const int64_t mask_bm = cfg["MASK_BLOCK_M"], mask_bn = cfg["MASK_BLOCK_N"];
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
-    const QueryBlock block(program_id(0), program_id(1), bm, d, heads_q, group, head_dim);
+    const QueryBlock block(QueryTile(program_id(0), program_id(1), heads_q, group), bm, d, head_dim);
     const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
     Tile batch_head = block.batch_head;
     Tile row_ok = expand_dims(rows, 1) < n_q && block.dim_ok;
@@ -241,9 +237,9 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     Tile do_tile = loadRows(dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
-    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head,
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
                         block_pointers);
-    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head,
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
                           block_pointers);
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + block.index * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);

@@ -52,14 +52,15 @@ std::vector<int32_t> plan_causal_schedule(int64_t batch_heads, int64_t n_q, int6
   return schedule;
 }
 
-const void *causal_schedule(int64_t batch_heads, int64_t n_q, int64_t n_kv, int64_t head_dim, int64_t block_m,
-                            int64_t programs) {
-  const int64_t chunk_heads = headsSharingL2(n_kv * head_dim * 4, batch_heads);
-  using Key = std::tuple<bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+const void *causal_schedule(int64_t batches, int64_t heads_q, int64_t group, int64_t n_q, int64_t n_kv,
+                            int64_t head_dim, int64_t block_m, int64_t programs) {
+  const int64_t batch_heads = batches * heads_q, chunk_heads = headsSharingL2(n_kv * head_dim * 4, batch_heads);
+  using Key = std::tuple<bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   static std::mutex mutex;
   static std::map<Key, jit::DeviceBuffer> plans;
   const bool host = interpreter::enabled();
-  const Key key{host, host ? -1 : jit::current_device().ordinal, batch_heads, n_q, n_kv, block_m, programs, chunk_heads};
+  const Key key{host, host ? -1 : jit::current_device().ordinal, batches, heads_q, group, n_q, n_kv, block_m, programs,
+                chunk_heads};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = plans.find(key); it != plans.end())
     return it->second.data();
@@ -71,8 +72,16 @@ const void *causal_schedule(int64_t batch_heads, int64_t n_q, int64_t n_kv, int6
     plans.clear();
   }
   const std::vector<int32_t> plan = plan_causal_schedule(batch_heads, n_q, n_kv, block_m, programs, chunk_heads);
-  jit::DeviceBuffer buffer(plan.size() * sizeof(int32_t));
-  buffer.copy_from_host(plan.data(), plan.size() * sizeof(int32_t));
+  // The offsets, then each tile's record (forEachScheduledTile).
+  const int64_t query_blocks = (n_q + block_m - 1) / block_m;
+  std::vector<int32_t> records(plan.begin(), plan.begin() + programs + 1);
+  for (auto tile = plan.begin() + programs + 1; tile != plan.end(); ++tile) {
+    const int64_t batch_head = *tile / query_blocks, head = batch_head % heads_q;
+    for (int64_t part : {*tile % query_blocks, batch_head / heads_q, head, head / group})
+      records.push_back(static_cast<int32_t>(part));
+  }
+  jit::DeviceBuffer buffer(records.size() * sizeof(int32_t));
+  buffer.copy_from_host(records.data(), records.size() * sizeof(int32_t));
   return plans.emplace(key, std::move(buffer)).first->second.data();
 }
 
