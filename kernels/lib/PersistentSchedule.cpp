@@ -22,10 +22,10 @@ int64_t headsSharingL2(int64_t bytes_per_head, int64_t heads) {
 std::vector<int32_t> plan_causal_schedule(int64_t batch_heads, int64_t n_q, int64_t n_kv, int64_t block_m,
                                           int64_t programs, int64_t chunk_heads) {
   const int64_t query_blocks = (n_q + block_m - 1) / block_m, diagonal = n_kv - n_q;
-  // The kernel numbers tiles (and the plan its offsets) in int32.
-  if (query_blocks * batch_heads > std::numeric_limits<int32_t>::max())
+  // The kernel indexes the plan's records (kScheduleRecord int32s a tile) in int32.
+  if (query_blocks * batch_heads > std::numeric_limits<int32_t>::max() / kScheduleRecord)
     throw Error("attention_forward: " + std::to_string(query_blocks) + " query blocks of " +
-                std::to_string(batch_heads) + " heads are more tiles than a persistent program's plan numbers (2^31 - 1)");
+                std::to_string(batch_heads) + " heads are more tiles than a persistent program's plan holds (2^29 - 1)");
   // (work so far, program): the least loaded first, ties to the lower program.
   using Load = std::pair<int64_t, int64_t>;
   std::priority_queue<Load, std::vector<Load>, std::greater<Load>> least;

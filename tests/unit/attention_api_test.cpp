@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 namespace {
 
@@ -608,13 +609,17 @@ TEST(AttentionTuningKey, SeparatesFewHeadsFromMany) {
   EXPECT_EQ(key(3, 1, 1, 300), "nq1,nkv512,bh4");
 }
 
-// More tiles than int32 numbers: an error, not a wrapped plan.
+// More tiles than the kernel's int32 indices of their records reach: an error, not a wrapped
+// plan. 2^29 tiles are one too many.
 TEST(AttentionSchedule, TooManyTilesIsAnError) {
-  try {
-    detail::plan_causal_schedule(int64_t(1) << 20, int64_t(1) << 18, int64_t(1) << 18, 64, 132, 1);
-    ADD_FAILURE() << "planned";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("4096 query blocks of 1048576 heads are more tiles than"));
+  for (auto [heads, n, message] : {std::tuple{int64_t(1) << 20, int64_t(1) << 18, "4096 query blocks of 1048576 heads"},
+                                   std::tuple{int64_t(1) << 11, int64_t(1) << 24, "262144 query blocks of 2048 heads"}}) {
+    try {
+      detail::plan_causal_schedule(heads, n, n, 64, 132, 1);
+      ADD_FAILURE() << "planned " << message;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(message) + " are more tiles than a persistent program's plan holds"));
+    }
   }
 }
 
