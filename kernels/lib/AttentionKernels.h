@@ -96,7 +96,8 @@ inline void forEachTile(const dsl::Tile &tiles, const TileNumbering &numbering,
   });
 }
 
-/// The int32s of a tile's record in the plan the kernel reads (causal_schedule).
+/// The int32s of a tile's record in the plan the kernel reads (causal_schedule): query block,
+/// batch, head, KV head.
 inline constexpr int64_t kScheduleRecord = 4;
 
 /// A persistent program's walk over the tiles a host-planned schedule gives it
@@ -118,7 +119,7 @@ inline void forEachScheduledTile(const dsl::Tile &schedule, const dsl::Tile &hea
     return record;
   };
   std::vector<Tile> next = record_at(first);
-  for_range(first, end, 1, {next[0], next[1], next[2], next[3]}, [&](Tile slot) {
+  for_range(first, end, 1, Carried(next.begin(), next.end()), [&](Tile slot) {
     std::vector<Tile> following = record_at(slot + 1);
     body(QueryTile(next[0], next[1], next[2], next[3], heads_q));
     next = following;
