@@ -14,7 +14,8 @@ using namespace tessera::dsl;
 struct QueryBlock : QueryTile {
   Tile rows, dims, dim_ok;
   QueryBlock(const QueryTile &tile, int64_t bm, int64_t d, const Tile &head_dim)
-      : QueryTile(tile), rows(index * bm + arange(0, bm)), dims(arange(0, d)), dim_ok(expand_dims(dims, 0) < head_dim) {}
+      : QueryTile(tile), rows(index * bm + arange(0, bm)), dims(arange(0, d)),
+        dim_ok(expand_dims(dims, 0) < head_dim) {}
 };
 
 /// The visibility of [rows x cols] (either orientation) in a listed block: in bounds, and
@@ -66,12 +67,13 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     // One query block: a program's whole work, or with PERSISTENT one of its tiles.
     auto attend = [&](const QueryBlock &block) {
       const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
+      Tile kv_head = block.kv_head.to<i64>();
       Tile batch_head = block.batch_head, dim_ok = block.dim_ok;
       Tile row_ok = expand_dims(rows, 1) < n_q;
       Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
+      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), kv_head,
                           block_pointers);
-      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
+      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), kv_head,
                             block_pointers);
       Tile kv_ok = broadcast_to(dim_ok, {bn, d});
 
@@ -231,15 +233,16 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const QueryBlock block(QueryTile(program_id(0), program_id(1), heads_q, group), bm, d, head_dim);
     const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
+    Tile kv_head = block.kv_head.to<i64>();
     Tile batch_head = block.batch_head;
     Tile row_ok = expand_dims(rows, 1) < n_q && block.dim_ok;
     Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok);
     Tile do_tile = loadRows(dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
-    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), kv_head,
                         block_pointers);
-    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), block.kv_head.to<i64>(),
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), kv_head,
                           block_pointers);
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + block.index * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);

@@ -25,7 +25,8 @@ std::vector<int32_t> plan_causal_schedule(int64_t batch_heads, int64_t n_q, int6
   // The kernel indexes the plan's records (kScheduleRecord int32s a tile) in int32.
   if (query_blocks * batch_heads > std::numeric_limits<int32_t>::max() / kScheduleRecord)
     throw Error("attention_forward: " + std::to_string(query_blocks) + " query blocks of " +
-                std::to_string(batch_heads) + " heads are more tiles than a persistent program's plan holds (2^29 - 1)");
+                std::to_string(batch_heads) +
+                " heads are more tiles than a persistent program's plan holds (2^29 - 1)");
   // (work so far, program): the least loaded first, ties to the lower program.
   using Load = std::pair<int64_t, int64_t>;
   std::priority_queue<Load, std::vector<Load>, std::greater<Load>> least;

@@ -612,8 +612,9 @@ TEST(AttentionTuningKey, SeparatesFewHeadsFromMany) {
 // More tiles than the kernel's int32 indices of their records reach: an error, not a wrapped
 // plan. 2^29 tiles are one too many.
 TEST(AttentionSchedule, TooManyTilesIsAnError) {
-  for (auto [heads, n, message] : {std::tuple{int64_t(1) << 20, int64_t(1) << 18, "4096 query blocks of 1048576 heads"},
-                                   std::tuple{int64_t(1) << 11, int64_t(1) << 24, "262144 query blocks of 2048 heads"}}) {
+  for (auto [heads, n, message] :
+       {std::tuple{int64_t(1) << 20, int64_t(1) << 18, "4096 query blocks of 1048576 heads"},
+        std::tuple{int64_t(1) << 11, int64_t(1) << 24, "262144 query blocks of 2048 heads"}}) {
     try {
       detail::plan_causal_schedule(heads, n, n, 64, 132, 1);
       ADD_FAILURE() << "planned " << message;
