@@ -141,16 +141,16 @@ TEST_F(GpuTest, AttentionForwardEveryTunedConfig) {
       }
 }
 
-// Ping-pong (config knob ping_pong: turns at the dots, FlashAttention-3's, at the exponentials,
-// or at each P @ V with the next Q K^T) on every config of the space it applies to
-// (warp-specialized, two consumer warpgroups), ragged and causal: the warpgroups' turns must
-// pair up in every loop, the masked one too, and leave the results as they were.
+// Ping-pong (config knob ping_pong: turns at the dots, FlashAttention-3's, or at the
+// exponentials) on every config of the space it applies to (warp-specialized, two consumer
+// warpgroups), ragged and causal: the warpgroups' turns must pair up in every loop, the masked
+// one too, and leave the results as they were.
 TEST_F(GpuTest, AttentionForwardPingPong) {
   int tried = 0;
   for (int64_t d : {64, 128})
     for (bool causal : {false, true})
       for (const dsl::Config &config : kernels::attention_forward_configs(d, causal))
-        for (int64_t turns : {1, 2, 3}) {
+        for (int64_t turns : {1, 2}) {
           if (!kernels::ping_pong_applies(config) || config.get("ping_pong", 0) == turns)
             continue; // (EveryTunedConfig runs the space's own)
           dsl::Config turning = config;

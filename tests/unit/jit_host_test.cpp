@@ -104,8 +104,7 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"wgmma", 2, "wgmma must be 0 or 1, got 2"},
                                       {"tma", -1, "tma must be 0 or 1, got -1"},
                                       {"warp_specialize", 2, "warp_specialize must be 0 or 1, got 2"},
-                                      {"ping_pong", 4, "ping_pong must be 0, 1 (turns at the dots), 2 (at the exponentials) or 3 (at "
-                                                       "each P @ V with the next Q K^T), got 4"},
+                                      {"ping_pong", 3, "ping_pong must be 0, 1 (turns at the dots) or 2 (at the exponentials), got 3"},
                                       {"staged_stores", 2, "staged_stores must be 0 or 1, got 2"},
                                       {"exp2_on_fma", 9, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got 9"},
                                       {"exp2_on_fma", -1, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got -1"},

@@ -77,8 +77,8 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0), wgmma and tma (default 1: on Hopper, dots may use warpgroup MMA and block
 /// pointers' loads the tensor memory accelerator), warp_specialize (default 0: on Hopper,
 /// a producer warpgroup issues the TMA loads), ping_pong (default 0: with warp_specialize and
-/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma, 1, at their
-/// exponentials, 2, or at each P @ V with the next Q K^T, 3), staged_stores
+/// 8 warps, the two consumer warpgroups take turns at issuing their wgmma, 1, or at their
+/// exponentials, 2), staged_stores
 /// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
 /// fits), programs_per_sm (default 1: how many programs' registers an SM holds at once),
 /// exp2_on_fma (default 0: how many of every 8 exponentials a polynomial computes on the FMA
@@ -114,10 +114,9 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
       func->setAttr(tile::kWarpSpecializeAttrName, mlir::UnitAttr::get(module->getContext()));
       producerWarps = tile::kProducerWarps;
       if (pingPongKnob != 0)
-        func->setAttr(tile::kPingPongAttrName,
-                      mlir::StringAttr::get(module->getContext(), pingPongKnob == 1   ? tile::kPingPongAtDots
-                                                                  : pingPongKnob == 2 ? tile::kPingPongAtExponentials
-                                                                                      : tile::kPingPongAtDotPairs));
+        func->setAttr(tile::kPingPongAttrName, mlir::StringAttr::get(module->getContext(), pingPongKnob == 1
+                                                                                          ? tile::kPingPongAtDots
+                                                                                          : tile::kPingPongAtExponentials));
     }
     if (target.major == 9 && stagedKnob == 1)
       func->setAttr(tile::kStagedStoresAttrName, mlir::UnitAttr::get(module->getContext()));
@@ -139,9 +138,9 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     throw Error("kernel '" + kernel + "': tma must be 0 or 1, got " + std::to_string(tmaKnob));
   if (specializeKnob != 0 && specializeKnob != 1)
     throw Error("kernel '" + kernel + "': warp_specialize must be 0 or 1, got " + std::to_string(specializeKnob));
-  if (pingPongKnob < 0 || pingPongKnob > 3)
-    throw Error("kernel '" + kernel + "': ping_pong must be 0, 1 (turns at the dots), 2 (at the exponentials) or 3 (at "
-                "each P @ V with the next Q K^T), got " + std::to_string(pingPongKnob));
+  if (pingPongKnob < 0 || pingPongKnob > 2)
+    throw Error("kernel '" + kernel + "': ping_pong must be 0, 1 (turns at the dots) or 2 (at the exponentials), got " +
+                std::to_string(pingPongKnob));
   if (stagedKnob != 0 && stagedKnob != 1)
     throw Error("kernel '" + kernel + "': staged_stores must be 0 or 1, got " + std::to_string(stagedKnob));
   if (exp2OnFmaKnob < 0 || exp2OnFmaKnob > 8)

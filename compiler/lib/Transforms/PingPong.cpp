@@ -37,20 +37,12 @@ bool mayWaitForOtherWarps(Operation &op) {
          op.hasAttr("tile.smem_offset");
 }
 
-/// Whether an op of [first, end) of a block may wait for the other warpgroup (end null: to the
-/// block's end), which would be waiting for its turn inside that span.
-bool spanMayWait(Operation *first, Operation *end) {
-  for (Operation *op = first; op != end; op = op->getNextNode())
-    if (mayWaitForOtherWarps(*op))
-      return true;
-  return false;
-}
-
 /// Brackets [first, last] of a block with a take and a pass, unless something in between may
-/// wait for the other warpgroup.
+/// wait for the other warpgroup, which would be waiting for its turn.
 void bracket(Operation *first, Operation *last) {
-  if (spanMayWait(first, last))
-    return;
+  for (Operation *op = first; op != last; op = op->getNextNode())
+    if (mayWaitForOtherWarps(*op))
+      return;
   OpBuilder b(first);
   WarpgroupTurnOp::create(b, first->getLoc(), TurnKind::take);
   b.setInsertionPointAfter(last);
@@ -71,46 +63,6 @@ void takeTurnsAtDots(Block &body) {
   }
   if (first)
     bracket(first, last);
-}
-
-/// Turns at pairs of dots: from a body's last async dots (P @ V) to its first ones of the next
-/// iteration (Q K^T), across the back edge, FlashAttention-3's grouping where P @ V cannot run
-/// beside the next scores (they share registers: the span then holds P @ V's wait). The turn is
-/// taken before the loop for the first iteration's dots and passed after it for the last's.
-/// One warpgroup's softmax then runs while the other's P @ V and next Q K^T do, where turns at
-/// the first dots alone leave P @ V free to delay the other's scores and the two softmaxes to
-/// overlap at the multi-function units their warps share. Bodies with one group of dots take
-/// turns at it (takeTurnsAtDots).
-void takeTurnsAtDotPairs(scf::ForOp loop) {
-  Block &body = *loop.getBody();
-  // The first group ends before the first dot wait after it; each later wait starts a group.
-  Operation *firstEnd = nullptr, *lastBegin = nullptr;
-  bool pastFirst = false, waitSinceDot = false;
-  for (Operation &op : body) {
-    if (isa<DotWaitOp>(op)) {
-      pastFirst = pastFirst || firstEnd;
-      waitSinceDot = true;
-    } else if (isAsyncDot(&op)) {
-      if (!pastFirst)
-        firstEnd = &op;
-      else if (waitSinceDot)
-        lastBegin = &op;
-      waitSinceDot = false;
-    }
-  }
-  if (!lastBegin)
-    return takeTurnsAtDots(body);
-  if (spanMayWait(lastBegin, nullptr) || spanMayWait(&body.front(), firstEnd))
-    return;
-  // Pinned: the softmax, written before it, ends before the turn starts.
-  OpBuilder b(lastBegin);
-  WarpgroupTurnOp::create(b, lastBegin->getLoc(), TurnKind::take, /*pinned=*/true);
-  b.setInsertionPointAfter(firstEnd);
-  WarpgroupTurnOp::create(b, firstEnd->getLoc(), TurnKind::pass);
-  b.setInsertionPoint(loop);
-  WarpgroupTurnOp::create(b, loop.getLoc(), TurnKind::take);
-  b.setInsertionPointAfter(loop);
-  WarpgroupTurnOp::create(b, loop.getLoc(), TurnKind::pass);
 }
 
 /// Turns at the exponentials: from the first of `body` (the softmax's, on the multi-function
@@ -148,16 +100,14 @@ struct TilePingPongPass : tessera::impl::TilePingPongBase<TilePingPongPass> {
         return signalPassFailure();
       }
       auto over = func->getAttrOfType<StringAttr>(kPingPongAttrName);
-      if (!over || (over != kPingPongAtDots && over != kPingPongAtDotPairs && over != kPingPongAtExponentials)) {
-        func.emitError() << "ping_pong: takes turns at \"" << kPingPongAtDots << "\", \"" << kPingPongAtDotPairs
-                         << "\" or \"" << kPingPongAtExponentials << "\"";
+      if (!over || (over != kPingPongAtDots && over != kPingPongAtExponentials)) {
+        func.emitError() << "ping_pong: takes turns at \"" << kPingPongAtDots << "\" or \""
+                         << kPingPongAtExponentials << "\"";
         return signalPassFailure();
       }
       consumers->walk([&](scf::ForOp loop) {
         if (over == kPingPongAtDots)
           takeTurnsAtDots(*loop.getBody());
-        else if (over == kPingPongAtDotPairs)
-          takeTurnsAtDotPairs(loop);
         else
           takeTurnsAtExponentials(*loop.getBody());
       });

@@ -786,9 +786,6 @@ func.func @tma_row(%map: !tile.tensor_map {tile.tensor_map = {box = array<i64: 1
 // CHECK: %[[C9:.*]] = llvm.mlir.constant(9 : i32)
 // CHECK-NEXT: %[[OTHER:.*]] = llvm.sub %[[C9]], %{{.*}}
 // CHECK-NEXT: llvm.inline_asm has_side_effects asm_dialect = att "bar.arrive $0, 256;", "r" %[[OTHER]]
-// A pinned take: the barrier in a loop that runs once, which ptxas does not move arithmetic across.
-// CHECK: %[[PINNED:.*]] = llvm.add %{{.*}}, %{{.*}} : i32
-// CHECK-NEXT: llvm.inline_asm has_side_effects asm_dialect = att "{\0A\09.reg .pred p;\0A\09.reg .b32 m;\0A\09mov.u32 m, %lanemask_eq;\0ATURN${:uid}:\0A\09bar.sync $0, 256;\0A\09setp.eq.u32 p, m, 0;\0A\09@p bra.uni TURN${:uid};\0A\09}", "r" %[[PINNED]]
 func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slot: i32, %active: i1)
     attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.shared_memory = 66592 : i64} {
   %c0 = arith.constant 0 : i32
@@ -815,7 +812,6 @@ func.func @specialized(%map: !tile.tensor_map, %p: !tile.ptr<f16>, %n: i64, %slo
     tile.warpgroup_turn first
     tile.warpgroup_turn take
     tile.warpgroup_turn pass
-    tile.warpgroup_turn take pinned
   }
   return
 }

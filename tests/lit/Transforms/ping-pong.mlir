@@ -70,68 +70,6 @@ func.func @forward_loop(%p0: tensor<128x64xf16, #a>, %n: i32) -> tensor<128x64xf
 #a = #tile.dot_op<opIdx = 0, parent = #mma>
 #b = #tile.dot_op<opIdx = 1, parent = #mma>
 
-// "dot_pairs" on the forward's loop in the plain order (P @ V waited for in its iteration): the
-// turn is taken before the loop, passed after each iteration's scores are issued, taken again
-// before P @ V (pinned: after the softmax) and held across the back edge, through P @ V's wait,
-// to the next scores; the last P @ V's turn is passed after the loop.
-// CHECK-LABEL: func.func @dot_pairs
-// CHECK: tile.warpgroup_turn first
-// CHECK: tile.warpgroup_turn take
-// CHECK-NEXT: scf.for
-// CHECK: tile.shared_load
-// CHECK-NOT: tile.warpgroup_turn
-// CHECK: %[[S:.*]] = tile.dot {{.*}} {async}
-// CHECK-NEXT: tile.warpgroup_turn pass
-// CHECK-NEXT: tile.dot_wait %[[S]]
-// CHECK-NOT: tile.warpgroup_turn
-// CHECK: tile.warpgroup_turn take pinned
-// CHECK-NEXT: %[[O:.*]] = tile.dot {{.*}} {async}
-// CHECK-NEXT: tile.dot_wait %[[O]]
-// CHECK-NEXT: scf.yield
-// CHECK-NEXT: }
-// CHECK-NEXT: tile.warpgroup_turn pass
-// CHECK-NOT: tile.warpgroup_turn
-// CHECK: return
-func.func @dot_pairs(%n: i32) -> tensor<128x64xf32, #mma>
-    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "dot_pairs", tile.warpgroup_mma} {
-  %c0 = arith.constant 0 : i32
-  %c1 = arith.constant 1 : i32
-  %zero = arith.constant dense<0.0> : tensor<128x64xf32, #mma>
-  %scale = arith.constant dense<0.5> : tensor<128x64xf32, #mma>
-  %q = tile.shared_alloc : !tile.shared<1 x tensor<128x64xf16>>
-  %k = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
-  %v = tile.shared_alloc : !tile.shared<2 x tensor<64x64xf16>>
-  %producer = tile.in_producer_warps
-  %out = scf.if %producer -> (tensor<128x64xf32, #mma>) {
-    tile.set_max_registers 24
-    scf.yield %zero : tensor<128x64xf32, #mma>
-  } else {
-    tile.set_max_registers 240 {increase}
-    %loop = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<128x64xf32, #mma>) : i32 {
-      %qs = tile.shared_load %q[%c0] : !tile.shared<1 x tensor<128x64xf16>> -> tensor<128x64xf16, #a>
-      %kt = tile.shared_load %k[%c0] {transposed} : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
-      %vs = tile.shared_load %v[%c0] : !tile.shared<2 x tensor<64x64xf16>> -> tensor<64x64xf16, #b>
-      %s = tile.dot %qs, %kt, %zero {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
-      %sw = tile.dot_wait %s : tensor<128x64xf32, #mma> {pending = 0 : i32}
-      %scaled = arith.mulf %sw, %scale : tensor<128x64xf32, #mma>
-      %h = arith.truncf %scaled : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma>
-      %p = tile.convert_layout %h : tensor<128x64xf16, #mma> -> tensor<128x64xf16, #a>
-      %rescaled = arith.mulf %acc, %scale : tensor<128x64xf32, #mma>
-      %o = tile.dot %p, %vs, %rescaled {async} : tensor<128x64xf16, #a> * tensor<64x64xf16, #b> -> tensor<128x64xf32, #mma>
-      %ow = tile.dot_wait %o : tensor<128x64xf32, #mma> {pending = 0 : i32}
-      scf.yield %ow : tensor<128x64xf32, #mma>
-    }
-    scf.yield %loop : tensor<128x64xf32, #mma>
-  }
-  return %out : tensor<128x64xf32, #mma>
-}
-
-// -----
-
-#mma = #tile.mma<warpsPerCTA = [8, 1]>
-#a = #tile.dot_op<opIdx = 0, parent = #mma>
-#b = #tile.dot_op<opIdx = 1, parent = #mma>
-
 // A store to shared memory between the dots waits for all consumer warps (its barrier): with
 // the other warpgroup waiting for its turn, that would deadlock. The loop takes no turns.
 // CHECK-LABEL: func.func @store_between_dots
@@ -247,7 +185,7 @@ func.func @softmax_turns(%n: i32, %v0: tensor<64x64xf16, #b>)
 
 // -----
 
-// expected-error@+1 {{ping_pong: takes turns at "dots", "dot_pairs" or "exponentials"}}
+// expected-error@+1 {{ping_pong: takes turns at "dots" or "exponentials"}}
 func.func @turns_at_what() attributes {tile.kernel, tile.num_warps = 8 : i32, tile.producer_warps = 4 : i32, tile.ping_pong = "loads"} {
   %producer = tile.in_producer_warps
   scf.if %producer {

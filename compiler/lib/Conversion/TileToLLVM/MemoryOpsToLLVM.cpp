@@ -835,16 +835,7 @@ struct WarpgroupTurnLowering : ConvertOpToLLVMPattern<WarpgroupTurnOp> {
       break;
     case TurnKind::take: {
       Value own = LLVM::AddOp::create(rewriter, loc, warpgroup, i32Constant(rewriter, loc, kTurnBarriers));
-      if (!op.getPinned()) {
-        NVVM::BarrierOp::create(rewriter, loc, TypeRange{}, own, i32Constant(rewriter, loc, 256), {}, Value{});
-        break;
-      }
-      // In a loop of its own that runs once (a lane's bit in its lane mask is never 0), which
-      // ptxas cannot resolve: it moves arithmetic past a barrier, not across a loop.
-      ptx(rewriter, loc, Type(),
-          "{\n\t.reg .pred p;\n\t.reg .b32 m;\n\tmov.u32 m, %lanemask_eq;\nTURN${:uid}:\n\t"
-          "bar.sync $0, 256;\n\tsetp.eq.u32 p, m, 0;\n\t@p bra.uni TURN${:uid};\n\t}",
-          "r", {own}, true);
+      NVVM::BarrierOp::create(rewriter, loc, TypeRange{}, own, i32Constant(rewriter, loc, 256), {}, Value{});
       break;
     }
     case TurnKind::pass: { // (nvvm.barrier.arrive does not translate to LLVM IR by itself)

@@ -765,9 +765,3 @@ LogicalResult SetMaxRegistersOp::verify() {
 }
 
 LogicalResult WaitBarrierOp::verify() { return verifyBarrierRing(*this, getBarriers().getType()); }
-
-LogicalResult WarpgroupTurnOp::verify() {
-  if (getPinned() && getKind() != TurnKind::take)
-    return emitOpError() << "is pinned only where it takes the turn";
-  return success();
-}

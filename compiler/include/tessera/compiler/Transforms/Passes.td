@@ -223,11 +223,6 @@ def TilePingPong : Pass<"tile-ping-pong", "mlir::ModuleOp"> {
       after its last (P @ V, which reads them; ptxas moves arithmetic past a bar.arrive but not
       past a wgmma). The warpgroups' softmaxes then take turns at the multi-function units
       their warps share, each running while the other's products do.
-    - "dot_pairs", FlashAttention-3's grouping where P @ V and the next scores share
-      registers: from the first of the body's last async dots (P @ V, after a dot wait) across
-      the back edge to the end of its first ones (the next Q K^T), P @ V's wait inside; that
-      take is pinned (after the softmax), and the turn is taken before the loop and passed
-      after it. A body with one group of dots takes turns as with "dots".
     Both warpgroups run the same loops, so their turns pair up. A loop with anything in the
     span that may wait for all consumer warps (a barrier: shared memory stores, scratch
     exchanges, nested regions) takes no turns: the other warpgroup would be waiting for its

@@ -98,13 +98,11 @@ inline constexpr llvm::StringLiteral kStagedOutsideLoopsAttrName = "tile.staged_
 inline constexpr llvm::StringLiteral kInvariantOperandsInSharedAttrName = "tile.invariant_operands_in_shared";
 /// Function attribute: ping-pong between the two consumer warpgroups was asked for (config
 /// knob ping_pong; tile-ping-pong), and what they take turns at: "dots" (ping_pong = 1,
-/// FlashAttention-3's order: issuing their products), "exponentials" (ping_pong = 2: their
-/// softmax's exponentials, on the multi-function unit) or "dot_pairs" (ping_pong = 3: each
-/// block's P @ V with the next block's Q K^T).
+/// FlashAttention-3's order: issuing their products) or "exponentials" (ping_pong = 2: their
+/// softmax's exponentials, on the multi-function unit).
 inline constexpr llvm::StringLiteral kPingPongAttrName = "tile.ping_pong";
 inline constexpr llvm::StringLiteral kPingPongAtDots = "dots";
 inline constexpr llvm::StringLiteral kPingPongAtExponentials = "exponentials";
-inline constexpr llvm::StringLiteral kPingPongAtDotPairs = "dot_pairs";
 /// Function attribute: stores leave through shared memory in the store's coalesced layout
 /// (config knob staged_stores, Hopper, where the scratch fits): tile-remove-layout-conversions
 /// keeps the conversion before them, stmatrix writes it and each thread stores whole 16-byte

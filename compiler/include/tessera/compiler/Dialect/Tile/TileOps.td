@@ -520,14 +520,10 @@ def Tile_WarpgroupTurnOp : Tile_Op<"warpgroup_turn", [MemoryEffects<[MemRead, Me
     first turn to warpgroup 0. Named barriers 8 and 9 (the warpgroups'), over both (256
     threads): warpgroup w's `take` completes with the other's `pass` (or `first`).
 
-    A `pinned` take stays where it is written: ptxas moves arithmetic past a barrier, and so
-    would start the turn before the work written ahead of it (FlashAttention's softmax).
-
-    Example: `tile.warpgroup_turn take`, `tile.warpgroup_turn take pinned`
+    Example: `tile.warpgroup_turn take`
   }];
-  let arguments = (ins Tile_TurnKindAttr:$kind, UnitAttr:$pinned);
-  let assemblyFormat = "custom<Keyword>($kind) (`pinned` $pinned^)? attr-dict";
-  let hasVerifier = 1;
+  let arguments = (ins Tile_TurnKindAttr:$kind);
+  let assemblyFormat = "custom<Keyword>($kind) attr-dict";
 }
 
 def Tile_SharedLoadOp : Tile_Op<"shared_load", [MemoryEffects<[MemRead]>]> {
