@@ -320,14 +320,15 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
   // 256 keys, QK runs as m64n256 wgmma) and one warpgroup's softmax hides under the other's dots.
   // Without the ping-pong the same blocks run no faster than the 64 x 128 programs; 128 x 128
   // blocks, ping-pong or not, gain at most 2%. With the overlapped order (OVERLAP_SOFTMAX) the
-  // 128 x 256 blocks spill, and so do they on tiles of pointers (no TMA: other GPUs, unaligned
-  // tensors), which is why they come second, after the default that runs well everywhere. With the
-  // causal mask their gain is smaller: a 256-key block along the diagonal computes twice the masked
-  // scores of a 128-key one, so there the masked loop takes 128-key blocks (MASKED_BLOCK_N): 0.684
-  // ms against 0.702 (f16, N = 4096), 1.218 against 1.231 (bf16, N = 8192). Only with the causal
-  // mask: without it (the masked loop then runs at most once) the knob cost 7%, as ptxas schedules
-  // the unmasked loop beside a narrower masked one differently (no more shared memory than a third
-  // stage, which costs nothing).
+  // 128 x 256 blocks spill (with Q in shared memory and the last product in the loop's ring still
+  // 104 bytes, and ptxas serializes their wgmma: C7512), and so do they on tiles of pointers (no
+  // TMA: other GPUs, unaligned tensors), which is why they come second, after the default that
+  // runs well everywhere. With the causal mask their gain is smaller: a 256-key block along the
+  // diagonal computes twice the masked scores of a 128-key one, so there the masked loop takes
+  // 128-key blocks (MASKED_BLOCK_N): 0.684 ms against 0.702 (f16, N = 4096), 1.218 against 1.231
+  // (bf16, N = 8192). Only with the causal mask: without it (the masked loop then runs at most once)
+  // the knob cost 7%, as ptxas schedules the unmasked loop beside a narrower masked one differently
+  // (no more shared memory than a third stage, which costs nothing).
   // FlashAttention-3's ping-pong on the 128 x 128 blocks at d = 128: on the H200 (N = 4096, f16)
   // as fast as without (0.883 vs 0.877 ms, causal 0.496 vs 0.495; 128 x 64 blocks lose 1-5%), so
   // the tuner decides per GPU and shape. Persistent programs (PERSISTENT) on these configs of one
