@@ -27,7 +27,7 @@ struct TuningContext {
 /// One config tried: its time, or why it was skipped or failed.
 struct Trial {
   dsl::Config config;
-  double ms = 0;           // median time when it ran (of the final's rounds, for a finalist)
+  double ms = 0;           // the lower of its two sweeps' times, or its final rounds' median
   std::string failure;     // empty when it ran
   double compile_seconds = 0;
   int registers = 0;       // per thread, when compiled on the GPU
@@ -72,10 +72,11 @@ using Measure = std::function<double(const dsl::Config &)>;
 /// Why a config is pruned before it runs, or "" to keep it.
 using Prune = std::function<std::string(const dsl::Config &)>;
 
-/// Measure every config that `prune` keeps; failures are recorded with their reason and skipped.
-/// The configs within 3% of the fastest (the four fastest of them at most) are measured again,
-/// in three interleaved rounds, and the lowest median of those wins. Throws tessera::Error only
-/// when no config runs. Progress goes to stderr when `progress`.
+/// Measure every config that `prune` keeps, twice (the second sweep in reverse order; the lower
+/// time counts); failures are recorded with their reason and skipped. The configs within 3% of
+/// the fastest (the four fastest of them at most) are measured again, in three interleaved
+/// rounds, and the lowest median of those wins. Throws tessera::Error only when no config runs.
+/// Progress goes to stderr when `progress`.
 TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
                   bool progress);
 
