@@ -238,6 +238,15 @@ TEST_F(GpuTest, AttentionForwardTreeRowMaxima) {
   checkSpacesWith("OVERLAP_SOFTMAX", {{"tree_max", 1}}, 2, 1111, 4, {64});
 }
 
+// The softmax's row sums kept as each lane's partial sums through the key loops, the lanes
+// added up after them (compiler knob defer_lane_sums): every config of the spaces, ragged and
+// causal (the masked loop starting from the unmasked one's partial sums), and persistent
+// programs, whose sums start again at each tile.
+TEST_F(GpuTest, AttentionForwardLaneSumsAfterTheLoops) {
+  checkSpacesWith("BLOCK_M", {{"defer_lane_sums", 1}}, 2, 1111, 4);
+  checkSpacesWith("warp_specialize", {{"defer_lane_sums", 1}, {"PERSISTENT", 1}}, 4, 4224, 8);
+}
+
 // FlashAttention-3's last deferred P @ V as a loop of one block (config knob
 // LAST_PRODUCT_IN_LOOP), its V through the ring of K and V (that fill copying V alone and
 // arriving for K's buffer too): every overlapped config, on tiles of pointers too, and

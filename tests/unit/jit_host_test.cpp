@@ -109,6 +109,7 @@ TEST(CompilerConfig, RejectsKnobsOutOfRange) {
                                       {"exp2_on_fma", 9, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got 9"},
                                       {"exp2_on_fma", -1, "exp2_on_fma must be from 0 to 8 (eighths of the exponentials on the FMA pipe), got -1"},
                                       {"tree_max", 2, "tree_max must be 0 or 1, got 2"},
+                                      {"defer_lane_sums", -1, "defer_lane_sums must be 0 or 1, got -1"},
                                       {"ping_pong", 1, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "
                                                        "consumer warpgroups), got warp_specialize = 0, num_warps = 4"},
                                       {"ping_pong", 2, "ping_pong needs warp_specialize = 1 and num_warps = 8 (two "

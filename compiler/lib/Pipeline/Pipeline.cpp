@@ -82,12 +82,13 @@ void runStage(mlir::ModuleOp module, const std::string &kernel, const char *stag
 /// (default 0: on Hopper, stores leave through shared memory in 16-byte vectors where that
 /// fits), programs_per_sm (default 1: how many programs' registers an SM holds at once),
 /// exp2_on_fma (default 0: how many of every 8 exponentials a polynomial computes on the FMA
-/// pipe) and tree_max (default 0: max reductions fold each thread's values as balanced trees)
+/// pipe), tree_max (default 0: max reductions fold each thread's values as balanced trees)
+/// and defer_lane_sums (default 0: sums that loops carry add up their lanes after the loop)
 /// on the kernel, checked.
 int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &target) {
   int warps = 4, stages = 3;
   int64_t wgmmaKnob = 1, tmaKnob = 1, specializeKnob = 0, pingPongKnob = 0, stagedKnob = 0, programsKnob = 1,
-          exp2OnFmaKnob = 0, treeMaxKnob = 0, producerWarps = 0;
+          exp2OnFmaKnob = 0, treeMaxKnob = 0, deferLaneSumsKnob = 0, producerWarps = 0;
   module->walk([&](mlir::func::FuncOp func) {
     auto config = func->getAttrOfType<mlir::DictionaryAttr>("tile.config");
     auto knob = [&](const char *name, int64_t fallback) {
@@ -106,6 +107,7 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
     programsKnob = knob("programs_per_sm", programsKnob);
     exp2OnFmaKnob = knob("exp2_on_fma", exp2OnFmaKnob);
     treeMaxKnob = knob("tree_max", treeMaxKnob);
+    deferLaneSumsKnob = knob("defer_lane_sums", deferLaneSumsKnob);
     if (target.major == 9 && wgmmaKnob == 1)
       func->setAttr(tile::kWarpgroupMmaAttrName, mlir::UnitAttr::get(module->getContext()));
     if (target.major == 9 && tmaKnob == 1)
@@ -127,6 +129,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
       func->setAttr(tile::kExp2OnFmaAttrName, b.getI32IntegerAttr(static_cast<int32_t>(exp2OnFmaKnob)));
     if (treeMaxKnob == 1)
       func->setAttr(tile::kTreeMaxAttrName, mlir::UnitAttr::get(module->getContext()));
+    if (deferLaneSumsKnob == 1)
+      func->setAttr(tile::kDeferLaneSumsAttrName, mlir::UnitAttr::get(module->getContext()));
     func->setAttr(tile::kNumWarpsAttrName, b.getI32IntegerAttr(warps));
     func->setAttr(tile::kNumStagesAttrName, b.getI32IntegerAttr(stages));
   });
@@ -148,6 +152,8 @@ int setNumWarps(mlir::ModuleOp module, const std::string &kernel, const Target &
                 "pipe), got " + std::to_string(exp2OnFmaKnob));
   if (treeMaxKnob != 0 && treeMaxKnob != 1)
     throw Error("kernel '" + kernel + "': tree_max must be 0 or 1, got " + std::to_string(treeMaxKnob));
+  if (deferLaneSumsKnob != 0 && deferLaneSumsKnob != 1)
+    throw Error("kernel '" + kernel + "': defer_lane_sums must be 0 or 1, got " + std::to_string(deferLaneSumsKnob));
   if (pingPongKnob != 0 && (specializeKnob != 1 || warps != 8))
     throw Error("kernel '" + kernel + "': ping_pong needs warp_specialize = 1 and num_warps = 8 (two consumer "
                 "warpgroups), got warp_specialize = " + std::to_string(specializeKnob) + ", num_warps = " +
@@ -246,6 +252,7 @@ CompiledKernel compile(const dsl::TracedKernel &traced, const Target &target) {
       pm.addPass(createTileScopeStageBarriers());
       pm.addPass(createTileSpecializeWarps());
       pm.addPass(createTilePingPong());
+      pm.addPass(createTileDeferLaneSums());
     });
     dump("layouts.mlir", *module);
     bool stagedOutsideLoops = false;

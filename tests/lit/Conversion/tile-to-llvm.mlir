@@ -111,6 +111,35 @@ func.func @tree_max(%x: tensor<2x128xf32, #b>) attributes {tile.kernel, tile.num
 
 // -----
 
+#b = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [8, 4], warpsPerCTA = [1, 1], order = [1, 0]>
+#row = #tile.slice<dim = 1, parent = #b>
+
+// A within_threads sum folds a thread's 4 values and stops: no shuffles. tile.combine_lanes
+// adds each value to its copies across lane bits 0 and 1 (the 4 lanes of a row), xor 1 then 2.
+// CHECK-LABEL: llvm.func @partial_sums
+// CHECK: %[[A:.*]] = llvm.fadd %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: %[[B:.*]] = llvm.fadd %[[A]], %{{.*}} : f32
+// CHECK-NEXT: %[[P:.*]] = llvm.fadd %[[B]], %{{.*}} : f32
+// CHECK-NOT: nvvm.shfl.sync
+// CHECK: llvm.insertvalue %[[P]]
+// CHECK: %[[ONE:.*]] = llvm.mlir.constant(1 : i32)
+// CHECK: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}} : i32 -> i32
+// CHECK: %[[S1:.*]] = llvm.fadd
+// CHECK: %[[TWO:.*]] = llvm.mlir.constant(2 : i32)
+// CHECK: nvvm.shfl.sync {{ *}}bfly %{{.*}}, %{{.*}}, %[[TWO]], %{{.*}} : i32 -> i32
+// CHECK: llvm.fadd %[[S1]], %{{.*}} : f32
+// CHECK-NOT: nvvm.shfl.sync
+// CHECK: llvm.return
+func.func @partial_sums(%x: tensor<8x16xf32, #b>, %out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.shared_memory = 0 : i64} {
+  %p = tile.reduce sum %x {axis = 1 : i32, within_threads} : tensor<8x16xf32, #b> -> tensor<8xf32, #row>
+  %s = tile.combine_lanes %p {lanes = 3 : i32} : tensor<8xf32, #row>
+  %ptrs = tile.splat %out : !tile.ptr<f32> -> tensor<8x!tile.ptr<f32>, #row>
+  tile.store %ptrs, %s : tensor<8x!tile.ptr<f32>, #row>
+  return
+}
+
+// -----
+
 #b = #tile.blocked<sizePerThread = [8], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]>
 
 // With tile.exp2_on_fma = 2, registers 0 and 4 of a thread's 8 take exp2 by the polynomial on

@@ -496,6 +496,11 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
         for (int d = 0; d < layout.rank(); ++d)
           if (d != axis && basis[axis] != 0 && basis[d] != 0)
             return rewriter.notifyMatchFailure(op, "layout mixes the reduced axis with others");
+    // Partial sums in lanes that then meet in shared memory would overwrite each other.
+    if (op.getWithinThreads())
+      for (const auto &basis : layout.warps())
+        if (basis[axis] != 0)
+          return rewriter.notifyMatchFailure(op, "within_threads with warps along the axis");
 
     Values src = unpack(rewriter, loc, adaptor.getSrc());
     std::vector<Values> coords = registerCoordinates(rewriter, loc, layout);
@@ -535,9 +540,10 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     }
     if (tree)
       partials = foldLevelByLevel(rewriter, loc, kind, std::move(leaves));
-    // 2. Across the lanes along the axis: butterfly shuffles.
+    // 2. Across the lanes along the axis: butterfly shuffles (not within_threads: a
+    // tile.combine_lanes does that later).
     for (size_t bit = 0; bit < layout.lanes().size(); ++bit) {
-      if (layout.lanes()[bit][axis] == 0)
+      if (layout.lanes()[bit][axis] == 0 || op.getWithinThreads())
         continue;
       for (Partial &p : partials) {
         Partial other{shuffleXor(rewriter, loc, p.value, 1 << bit),
@@ -697,6 +703,22 @@ LogicalResult lowerTensorCoreDot(DotOp op, DotOp::Adaptor adaptor, MmaEncodingAt
   return success();
 }
 
+/// Each register plus its copies in the lanes across `lanes`' bits: butterfly shuffles.
+struct CombineLanesLowering : ConvertOpToLLVMPattern<CombineLanesOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult matchAndRewrite(CombineLanesOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Values values = unpack(rewriter, loc, adaptor.getSrc());
+    for (int bit = 0; bit < 5; ++bit)
+      if (op.getLanes() & (1 << bit))
+        for (Value &value : values)
+          value = LLVM::FAddOp::create(rewriter, loc, value, shuffleXor(rewriter, loc, value, 1 << bit));
+    rewriter.replaceOp(op, pack(rewriter, loc, getTypeConverter()->convertType(op.getType()), values));
+    return success();
+  }
+};
+
 /// The wait for async (wgmma) dots.
 struct DotWaitLowering : ConvertOpToLLVMPattern<DotWaitOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
@@ -846,8 +868,8 @@ void populateComputeOpPatterns(TileTypeConverter &converter, RewritePatternSet &
   MLIRContext *context = patterns.getContext();
   patterns.add<ConstantLowering, MakeRangeLowering, SplatLowering, MoveLowering<BroadcastOp>,
                MoveLowering<ExpandDimsOp>, MoveLowering<TransOp>, MoveLowering<ReshapeOp>,
-               MoveLowering<ConvertLayoutOp>, ReduceLowering, DotLowering, DotWaitLowering, PrintLowering,
-               SharedLoadLowering, SharedStoreLowering,
+               MoveLowering<ConvertLayoutOp>, ReduceLowering, CombineLanesLowering, DotLowering, DotWaitLowering,
+               PrintLowering, SharedLoadLowering, SharedStoreLowering,
                GridLowering<ProgramIdOp, NVVM::BlockIdXOp, NVVM::BlockIdYOp, NVVM::BlockIdZOp>,
                GridLowering<NumProgramsOp, NVVM::GridDimXOp, NVVM::GridDimYOp, NVVM::GridDimZOp>>(converter);
   patterns.add<SplitExponentialLowering<math::Exp2Op, false>, SplitExponentialLowering<math::ExpOp, true>>(converter);

@@ -643,6 +643,18 @@ LogicalResult ReduceOp::verify() {
   if (!sameIgnoringLayout(getType(), expected))
     return emitOpError() << stringifyReduceKind(getKind()) << " of " << d(src) << " along axis "
                          << axis << " gives " << d(expected) << ", not " << d(getType());
+  if (getWithinThreads() && (getKind() != ReduceKind::sum || !isa<RankedTensorType>(getType()) ||
+                             !src.getEncoding()))
+    return emitOpError() << "within_threads needs a sum to a tile, with layouts";
+  return success();
+}
+
+LogicalResult CombineLanesOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (!isa<FloatType>(type.getElementType()) || !type.getEncoding())
+    return emitOpError() << "combines float tiles with layouts, not " << d(type);
+  if (getLanes() <= 0 || getLanes() >= 32)
+    return emitOpError() << "lanes must be a mask of lane id bits, 1 to 31, not " << getLanes();
   return success();
 }
 

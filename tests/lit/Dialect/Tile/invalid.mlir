@@ -524,3 +524,35 @@ func.func @set_max_registers_range() {
   tile.set_max_registers 236 {increase}
   return
 }
+
+// -----
+
+func.func @within_threads_max(%x: tensor<128x64xf32, #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>>) {
+  // expected-error @+1 {{within_threads needs a sum to a tile, with layouts}}
+  %r = tile.reduce max %x {axis = 1 : i32, within_threads} : tensor<128x64xf32, #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>> -> tensor<128xf32, #tile.slice<dim = 1, parent = #tile.blocked<sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]>>>
+  return
+}
+
+// -----
+
+func.func @within_threads_without_layouts(%x: tensor<128x64xf32>) {
+  // expected-error @+1 {{within_threads needs a sum to a tile, with layouts}}
+  %r = tile.reduce sum %x {axis = 1 : i32, within_threads} : tensor<128x64xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @combine_lanes_without_layouts(%x: tensor<128xf32>) {
+  // expected-error @+1 {{combines float tiles with layouts, not f32[128]}}
+  %r = tile.combine_lanes %x {lanes = 3 : i32} : tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @combine_lanes_mask(%x: tensor<128xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>) {
+  // expected-error @+1 {{lanes must be a mask of lane id bits, 1 to 31, not 32}}
+  %r = tile.combine_lanes %x {lanes = 32 : i32} : tensor<128xf32, #tile.blocked<sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]>>
+  return
+}

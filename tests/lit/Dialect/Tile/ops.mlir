@@ -135,6 +135,16 @@ func.func @layouts(%x: tensor<64xf32, #rows>) -> tensor<64xf32, #flat> {
   return %y : tensor<64xf32, #flat>
 }
 
+// A row sum left in each thread, then its lanes added up (tile-defer-lane-sums).
+// CHECK-LABEL: func.func @partial_sums
+// CHECK: %[[P:.*]] = tile.reduce sum %{{.*}} {axis = 1 : i32, within_threads} : tensor<64x32xf32, #{{.*}}> -> tensor<64xf32, #{{.*}}>
+// CHECK: tile.combine_lanes %[[P]] {lanes = 7 : i32} : tensor<64xf32, #{{.*}}>
+func.func @partial_sums(%x: tensor<64x32xf32, #blocked>) -> tensor<64xf32, #rows> {
+  %p = tile.reduce sum %x {axis = 1 : i32, within_threads} : tensor<64x32xf32, #blocked> -> tensor<64xf32, #rows>
+  %s = tile.combine_lanes %p {lanes = 7 : i32} : tensor<64xf32, #rows>
+  return %s : tensor<64xf32, #rows>
+}
+
 // CHECK-LABEL: func.func @pipelines
 func.func @pipelines(%p: tensor<64x32x!tile.ptr<bf16>>, %m: tensor<64x32xi1>, %slot: i32) -> tensor<64x32xbf16> {
   // CHECK: %[[BUF:.*]] = tile.shared_alloc : !tile.shared<3 x tensor<64x32xbf16>>

@@ -230,6 +230,20 @@ def TilePingPong : Pass<"tile-ping-pong", "mlir::ModuleOp"> {
   }];
 }
 
+def TileDeferLaneSums : Pass<"tile-defer-lane-sums", "mlir::ModuleOp"> {
+  let summary = "Sums a loop carries add up their lanes once, after it (tile.defer_lane_sums)";
+  let description = [{
+    For kernels with `tile.defer_lane_sums`. A loop that carries `s = s * alpha + sum(p, axis)`
+    (FlashAttention's softmax denominator, alpha a row's rescale) or `s = s + sum(p, axis)`,
+    where nothing else in the loop reads `s`, needs the lanes' shuffles of the sum only once:
+    alpha is alike in the lanes that hold a row, so each lane may carry its own partial sum
+    (the reduce becomes `within_threads`) and a `tile.combine_lanes` after the loop adds the
+    lanes up, as FlashAttention-3 does. The sum must start at zero or where another such loop
+    left its partial sums (the masked key blocks' loop after the unmasked ones'); reductions
+    with warps along the axis (which meet in shared memory) are left alone.
+  }];
+}
+
 def TileConvertToLLVM : Pass<"tile-convert-to-llvm", "mlir::ModuleOp"> {
   let summary = "Lower tile programs with layouts to per-thread LLVM and NVVM";
   let description = [{

@@ -115,6 +115,9 @@ inline constexpr llvm::StringLiteral kExp2OnFmaAttrName = "tile.exp2_on_fma";
 /// Function attribute: tile-convert-to-llvm folds each thread's values of a max reduction as
 /// balanced trees, all rows level by level, instead of one chain a row (config knob tree_max).
 inline constexpr llvm::StringLiteral kTreeMaxAttrName = "tile.tree_max";
+/// Function attribute: tile-defer-lane-sums keeps the partial sums of the lanes holding a row
+/// through the loops that carry them (config knob defer_lane_sums).
+inline constexpr llvm::StringLiteral kDeferLaneSumsAttrName = "tile.defer_lane_sums";
 /// The producer's warps: one warpgroup (setmaxnreg applies to whole warpgroups).
 inline constexpr int kProducerWarps = 4;
 /// Function attribute: how many of the kernel's programs share an SM's register file (config

@@ -331,13 +331,32 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
     (the first index on ties). `max`/`min` of floats propagate NaN. Reducing a 1-D tile gives
     a scalar.
 
+    With `within_threads` (a `sum` with layouts, set by tile-defer-lane-sums) each thread adds
+    only its own values: the lanes along the axis hold partial sums of a row, not the row's
+    sum, until a tile.combine_lanes adds them up.
+
     Example: `%m = tile.reduce max %s {axis = 1 : i32} : tensor<128x64xf32> -> tensor<128xf32>`
   }];
-  let arguments = (ins Tile_Tile:$src, Tile_ReduceKindAttr:$kind, I32Attr:$axis);
+  let arguments = (ins Tile_Tile:$src, Tile_ReduceKindAttr:$kind, I32Attr:$axis, UnitAttr:$within_threads);
   let results = (outs AnyType:$result);
   let assemblyFormat = "custom<Keyword>($kind) $src attr-dict `:` type($src) `->` type($result)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+}
+
+def Tile_CombineLanesOp : Tile_Op<"combine_lanes", [Pure, AllTypesMatch<["src", "result"]>]> {
+  let summary = "add up the partial sums that lanes hold (after a within_threads reduce)";
+  let description = [{
+    Each of a thread's values becomes the sum of that value over the lanes whose ids differ
+    from its lane's only in the bits of `lanes` (butterfly shuffles): the lanes that held
+    partial sums of one row (tile.reduce's `within_threads`) then all hold the row's sum.
+
+    Example: `%s = tile.combine_lanes %partial {lanes = 3 : i32} : tensor<128xf32, #slice>`
+  }];
+  let arguments = (ins Tile_Tile:$src, I32Attr:$lanes);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Tile_PrintOp : Tile_Op<"print", [MemoryEffects<[MemWrite]>]> {
