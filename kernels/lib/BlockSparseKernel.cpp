@@ -67,13 +67,13 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
     // One query block: a program's whole work, or with PERSISTENT one of its tiles.
     auto attend = [&](const QueryBlock &block) {
       const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
-      Tile kv_head = block.kv_head.to<i64>();
+      Tile batch64 = batch.to<i64>(), head64 = head.to<i64>(), kv_head64 = block.kv_head.to<i64>();
       Tile batch_head = block.batch_head, dim_ok = block.dim_ok;
       Tile row_ok = expand_dims(rows, 1) < n_q;
-      Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok && dim_ok);
-      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), kv_head,
+      Tile q_tile = loadRows(q + batch64 * q_sb + head64 * q_sh, rows, q_sn, dims, row_ok && dim_ok);
+      const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch64, kv_head64,
                           block_pointers);
-      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), kv_head,
+      const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch64, kv_head64,
                             block_pointers);
       Tile kv_ok = broadcast_to(dim_ok, {bn, d});
 
@@ -141,7 +141,7 @@ template <typename T> Kernel blockSparseForward(const Modifiers &mods) {
         for_range(0, minimum(visited, 1), 1, softmax.state(), [&](Tile) { multiply_last(); });
       else if (overlap)
         if_(visited > 0, {softmax.acc}, multiply_last);
-      store(rowPointers(o + batch.to<i64>() * o_sb + head.to<i64>() * o_sh, rows, o_sn, dims),
+      store(rowPointers(o + batch64 * o_sb + head64 * o_sh, rows, o_sn, dims),
             softmax.output(T::dtype), row_ok && dim_ok);
       store(lse + batch_head.to<i64>() * n_q + rows, softmax.lse(), rows < n_q);
     };
@@ -173,19 +173,20 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     Tile heads_kv = heads_q / group;
     Tile batch = program_id(1) / heads_kv, kv_head = program_id(1) % heads_kv;
+    Tile batch64 = batch.to<i64>(), kv_head64 = kv_head.to<i64>();
     Tile cols = program_id(0) * bn + arange(0, bn);
     Tile dims = arange(0, d);
     Tile dim_ok = expand_dims(dims, 0) < head_dim;
     Tile key_ok = expand_dims(cols, 1) < n_kv && dim_ok;
-    Tile k_tile = loadRows(k + batch.to<i64>() * k_sb + kv_head.to<i64>() * k_sh, cols, k_sn, dims, key_ok);
-    Tile v_tile = loadRows(v + batch.to<i64>() * v_sb + kv_head.to<i64>() * v_sh, cols, v_sn, dims, key_ok);
+    Tile k_tile = loadRows(k + batch64 * k_sb + kv_head64 * k_sh, cols, k_sn, dims, key_ok);
+    Tile v_tile = loadRows(v + batch64 * v_sb + kv_head64 * v_sh, cols, v_sn, dims, key_ok);
     Tile dk_acc = zeros({bn, d}, DType::f32), dv_acc = zeros({bn, d}, DType::f32);
     for_range(0, group, 1, {dk_acc, dv_acc}, [&](Tile member) {
-      Tile head = kv_head * group + member;
-      const HeadRows queries({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch.to<i64>(), head.to<i64>(),
+      Tile head = kv_head * group + member, head64 = head.to<i64>();
+      const HeadRows queries({q, batches, n_q, heads_q, head_dim, q_sb, q_sn, q_sh}, batch64, head64,
                              block_pointers);
-      const HeadRows grads({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch.to<i64>(),
-                           head.to<i64>(), block_pointers);
+      const HeadRows grads({dout, batches, n_q, heads_q, head_dim, do_sb, do_sn, do_sh}, batch64, head64,
+                           block_pointers);
       Tile query_head = batch * heads_q + head;
       Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_kv_blocks + program_id(0) * bn / mask_bn;
       Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_q_blocks);
@@ -212,9 +213,9 @@ template <typename T> Kernel blockSparseKeysValues(const Modifiers &mods) {
       visit(2, load(record), false);
       visit(2 + mask_q_blocks, load(record + 1), true);
     });
-    store(rowPointers(dk + batch.to<i64>() * dk_sb + kv_head.to<i64>() * dk_sh, cols, dk_sn, dims),
+    store(rowPointers(dk + batch64 * dk_sb + kv_head64 * dk_sh, cols, dk_sn, dims),
           (dk_acc * scale).to(T::dtype), key_ok);
-    store(rowPointers(dv + batch.to<i64>() * dv_sb + kv_head.to<i64>() * dv_sh, cols, dv_sn, dims),
+    store(rowPointers(dv + batch64 * dv_sb + kv_head64 * dv_sh, cols, dv_sn, dims),
           dv_acc.to(T::dtype), key_ok);
   });
 }
@@ -233,16 +234,16 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     const bool block_pointers = cfg.get("BLOCK_POINTERS", 0) != 0;
     const QueryBlock block(QueryTile(program_id(0), program_id(1), heads_q, group), bm, d, head_dim);
     const Tile &batch = block.batch, &head = block.head, &rows = block.rows, &dims = block.dims;
-    Tile kv_head = block.kv_head.to<i64>();
+    Tile batch64 = batch.to<i64>(), head64 = head.to<i64>(), kv_head64 = block.kv_head.to<i64>();
     Tile batch_head = block.batch_head;
     Tile row_ok = expand_dims(rows, 1) < n_q && block.dim_ok;
-    Tile q_tile = loadRows(q + batch.to<i64>() * q_sb + head.to<i64>() * q_sh, rows, q_sn, dims, row_ok);
-    Tile do_tile = loadRows(dout + batch.to<i64>() * do_sb + head.to<i64>() * do_sh, rows, do_sn, dims, row_ok);
+    Tile q_tile = loadRows(q + batch64 * q_sb + head64 * q_sh, rows, q_sn, dims, row_ok);
+    Tile do_tile = loadRows(dout + batch64 * do_sb + head64 * do_sh, rows, do_sn, dims, row_ok);
     Tile row_lse = load(lse + batch_head.to<i64>() * n_q + rows, rows < n_q, 0) * OnlineSoftmax::log2e;
     Tile row_delta = load(delta + batch_head.to<i64>() * n_q + rows, rows < n_q, 0);
-    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch.to<i64>(), kv_head,
+    const HeadRows keys({k, batches, n_kv, heads_kv, head_dim, k_sb, k_sn, k_sh}, batch64, kv_head64,
                         block_pointers);
-    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch.to<i64>(), kv_head,
+    const HeadRows values({v, batches, n_kv, heads_kv, head_dim, v_sb, v_sn, v_sh}, batch64, kv_head64,
                           block_pointers);
     Tile mask_row = (batch * mask_heads + head % mask_heads) * mask_q_blocks + block.index * bm / mask_bm;
     Tile record = blocks + mask_row.to<i64>() * (2 + 2 * mask_kv_blocks);
@@ -265,7 +266,7 @@ template <typename T> Kernel blockSparseQueries(const Modifiers &mods) {
     };
     visit(2, load(record), false);
     visit(2 + mask_kv_blocks, load(record + 1), true);
-    store(rowPointers(dq + batch.to<i64>() * dq_sb + head.to<i64>() * dq_sh, rows, dq_sn, dims),
+    store(rowPointers(dq + batch64 * dq_sb + head64 * dq_sh, rows, dq_sn, dims),
           (dq_acc * scale).to(T::dtype), row_ok);
   });
 }
