@@ -75,8 +75,8 @@ using Prune = std::function<std::string(const dsl::Config &)>;
 /// Measure every config that `prune` keeps, twice (the second sweep in reverse order; the lower
 /// time counts); failures are recorded with their reason and skipped. The configs within 3% of
 /// the fastest (the four fastest of them at most) are measured again, in three interleaved
-/// rounds, and the lowest median of those wins. Throws tessera::Error only when no config runs.
-/// Progress goes to stderr when `progress`.
+/// rounds, and the lowest median of those wins. Throws tessera::Error only when no config runs
+/// (in the first sweep, the second or the final). Progress goes to stderr when `progress`.
 TuningResult tune(const std::vector<dsl::Config> &space, const Prune &prune, const Measure &measure,
                   bool progress);
 
