@@ -1,6 +1,6 @@
 // tile-defer-lane-sums: sums a loop carries keep each lane's partial sum through the loop and
 // add the lanes up after it (see Passes.td).
-#include "tessera/compiler/Dialect/Tile/TileDialect.h"
+#include "tessera/compiler/Dialect/Tile/Layouts.h"
 #include "tessera/compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -36,11 +36,8 @@ int32_t lanesAlongAxis(ReduceOp reduce) {
     return 0;
   tessera::layout::LinearLayout layout = toLinearLayout(type.getEncoding(), type.getShape());
   const int axis = static_cast<int>(reduce.getAxis());
-  for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
-    for (const auto &basis : *bases)
-      for (int d = 0; d < layout.rank(); ++d)
-        if (d != axis && basis[axis] != 0 && basis[d] != 0)
-          return 0;
+  if (mixesAxisWithOthers(layout, axis))
+    return 0;
   for (const auto &basis : layout.warps())
     if (basis[axis] != 0)
       return 0;

@@ -491,11 +491,8 @@ struct ReduceLowering : ConvertOpToLLVMPattern<ReduceOp> {
     int axis = static_cast<int>(op.getAxis());
     ReduceKind kind = op.getKind();
     bool withIndex = kind == ReduceKind::argmax || kind == ReduceKind::argmin;
-    for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
-      for (const auto &basis : *bases)
-        for (int d = 0; d < layout.rank(); ++d)
-          if (d != axis && basis[axis] != 0 && basis[d] != 0)
-            return rewriter.notifyMatchFailure(op, "layout mixes the reduced axis with others");
+    if (mixesAxisWithOthers(layout, axis))
+      return rewriter.notifyMatchFailure(op, "layout mixes the reduced axis with others");
     // Partial sums in lanes that then meet in shared memory would overwrite each other.
     if (op.getWithinThreads())
       for (const auto &basis : layout.warps())

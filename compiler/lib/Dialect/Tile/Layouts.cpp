@@ -113,6 +113,15 @@ std::optional<std::vector<int64_t>> registerMove(Operation *op) {
   return resultInSource(op).registersFrom(toLinearLayout(srcType.getEncoding(), srcType.getShape()));
 }
 
+bool mixesAxisWithOthers(const layout::LinearLayout &layout, int axis) {
+  for (const auto *bases : {&layout.registers(), &layout.lanes(), &layout.warps()})
+    for (const auto &basis : *bases)
+      for (int d = 0; d < layout.rank(); ++d)
+        if (d != axis && basis[axis] != 0 && basis[d] != 0)
+          return true;
+  return false;
+}
+
 int64_t storageBytes(Type elementType) {
   if (isa<PointerType>(elementType))
     return 8;

@@ -34,6 +34,10 @@ layout::LinearLayout resultInSource(mlir::Operation *op);
 /// element already sits in its thread; otherwise the op goes through shared memory.
 std::optional<std::vector<int64_t>> registerMove(mlir::Operation *op);
 
+/// Whether some register, lane or warp basis of `layout` moves along `axis` and another
+/// dimension at once: a reduction along `axis` then has no per-row partials to fold.
+bool mixesAxisWithOthers(const layout::LinearLayout &layout, int axis);
+
 /// Bytes of shared memory `op` needs while it runs (0 when it needs none).
 int64_t scratchBytes(mlir::Operation *op);
 
