@@ -436,15 +436,9 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
     }
     if (shape.stagedStores)
       configs.back().set("staged_stores", 1);
-    // Causal persistent programs add up the row sums' lanes once, after the key loops
-    // (defer_lane_sums, FlashAttention-3's order). H100, 12-05h, kernels alone, N = 4096, A/B
-    // beside cuDNN: d = 64 0.615 ms against 0.640 (f16), 0.618 against 0.644 (bf16); d = 128 (below)
-    // 0.456 against 0.461. Without the mask the d = 64 128 x 256 blocks lose with it (f16 1.129
-    // against 1.094), so there the lanes add up in the loop.
     if (shape.persistentIfCausal && causal) {
       configs.back().set("PERSISTENT", 1);
       configs.back().set("Q_BLOCK_POINTER", 1);
-      configs.back().set("defer_lane_sums", 1);
     }
     if (shape.persistentInLoop) {
       configs.back().set("PERSISTENT", 1);
@@ -456,11 +450,16 @@ std::vector<dsl::Config> attention_forward_configs(int64_t head_dim, bool causal
       // against 0.948. Without the mask it loses 2-3% (0.943 against 0.925, bf16 0.908 against
       // 0.891, N = 8192 1.821 against 1.765), as on the 128 x 128 blocks at d = 64 and the
       // 64-row programs (0-3%).
-      if (causal) {
+      if (causal)
         configs.back().set("RESCALE_AT_SETTLE", 1);
-        configs.back().set("defer_lane_sums", 1);
-      }
     }
+    // Causal persistent programs add up the row sums' lanes once, after the key loops
+    // (defer_lane_sums, FlashAttention-3's order). H100, 12-05h, kernels alone, N = 4096, A/B
+    // beside cuDNN: d = 64 0.615 ms against 0.640 (f16), 0.618 against 0.644 (bf16); d = 128
+    // 0.456 against 0.461. Without the mask the d = 64 128 x 256 blocks lose with it (f16 1.129
+    // against 1.094), so there the lanes add up in the loop.
+    if (causal && configs.back().get("PERSISTENT", 0))
+      configs.back().set("defer_lane_sums", 1);
   }
   return configs;
 }
